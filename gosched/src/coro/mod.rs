@@ -1,0 +1,394 @@
+//! Stackful goroutines: a goroutine is a task whose future resumes a corosensei
+//! coroutine on its own guarded stack.
+//!
+//! # How a goroutine runs
+//!
+//! `go(f)` spawns a `Goroutine` future. Its first poll takes a stack (from the
+//! P's cache, else the runtime's pool: `stack.rs`) and creates the coroutine; every
+//! poll resumes it. Inside, blocking calls (`block_on`, `JoinHandle::join`,
+//! `sleep`, `yield_now`, and channel/lock operations built on them) poll a future
+//! with the goroutine task's own waker; when it is pending they *suspend* the
+//! coroutine, so the poll returns `Pending` and the M runs other Gs. A wake-up
+//! re-queues the task, and the next poll resumes the coroutine where it stopped.
+//!
+//! While a goroutine runs, the thread-local `CURRENT` points at its `GoroutineCtx`
+//! (the yielder to suspend through, and the `Context` of the poll that resumed
+//! it). It is read through `#[inline(never)]` accessors: a goroutine may resume
+//! on another OS thread, so a thread-local address must never be reused across a
+//! suspension point.
+//!
+//! A panic in the goroutine unwinds to the coroutine's root, crosses back to the
+//! poll (corosensei re-raises it there) and becomes the task's `JoinError`; its M
+//! carries on. When a suspended goroutine is dropped (abort, runtime shutdown), the
+//! coroutine is force-unwound so the goroutine's destructors run and its stack
+//! goes back to the pool.
+//!
+//! # Stack size
+//!
+//! Go starts a goroutine at 2 KiB and grows it by copying; Rust cannot move a
+//! stack (references into it would dangle), so a goroutine's stack is fixed at
+//! spawn. Stacks are reserved, not committed (`MAP_NORESERVE`): a goroutine costs
+//! the pages it touches — one 4 KiB page for a small goroutine — whatever its
+//! size. `DEFAULT_STACK_SIZE` is therefore generous (256 KiB of address space):
+//! enough for ordinary Rust code (formatting, std I/O, moderate recursion). A
+//! goroutine that recurses deeply or keeps large arrays on its stack needs
+//! `Go::new().stack_size(n)` or `Builder::stack_size(n)`; overflowing hits the
+//! guard page and the process aborts with `goroutine stack overflow`.
+//!
+//! # Thread-locals (soundness caveat)
+//!
+//! A goroutine may resume on a different OS thread after any blocking call. A
+//! reference into a `thread_local!` held across a blocking call may then point to
+//! another thread's value. Do not hold thread-local references (or `!Send` values
+//! tied to a thread) across blocking calls inside a goroutine.
+
+pub(crate) mod overflow;
+pub(crate) mod stack;
+
+use std::cell::Cell;
+use std::future::Future;
+use std::marker::PhantomPinned;
+use std::pin::{pin, Pin};
+use std::ptr;
+use std::sync::Arc as StdArc;
+use std::task::{Context, Poll, Waker};
+
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+
+use crate::sched::{self, task::JoinHandle, Shared};
+use crate::loom::sync::Arc;
+use overflow::CurrentGoroutine;
+use stack::{Stack, StackError};
+
+/// Default goroutine stack size: 256 KiB of reserved address space; only touched
+/// pages cost memory (see the module docs).
+pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
+
+struct GoroutineCtx {
+    yielder: Cell<*const Yielder<(), ()>>,
+    /// The `Context` of the poll that last resumed the coroutine.
+    cx: Cell<*mut Context<'static>>,
+    info: CurrentGoroutine,
+}
+
+thread_local! {
+    static CURRENT: Cell<*const GoroutineCtx> = const { Cell::new(ptr::null()) };
+}
+
+#[inline(never)]
+fn current() -> *const GoroutineCtx {
+    CURRENT.with(|c| c.get())
+}
+
+/// True when called from inside a goroutine.
+#[inline(never)]
+pub(crate) fn in_goroutine() -> bool {
+    !current().is_null()
+}
+
+/// Installs a goroutine as the thread's current one for the duration of a resume.
+struct Enter {
+    prev: *const GoroutineCtx,
+}
+
+impl Enter {
+    fn new(g: &GoroutineCtx) -> Self {
+        overflow::set_current(&g.info);
+        Enter {
+            prev: CURRENT.with(|c| c.replace(g)),
+        }
+    }
+}
+
+impl Drop for Enter {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.prev));
+        // SAFETY: `prev` is null or an outer goroutine context still alive below us
+        // (a goroutine resumed from inside another one's poll).
+        overflow::set_current(match unsafe { self.prev.as_ref() } {
+            Some(g) => &g.info,
+            None => ptr::null(),
+        });
+    }
+}
+
+pub(crate) struct Goroutine<F, T> {
+    f: Option<F>,
+    co: Option<Coroutine<(), (), T, Stack>>,
+    ctx: GoroutineCtx,
+    _pin: PhantomPinned,
+}
+
+// SAFETY: the closure `F` and result `T` are `Send`. The coroutine's stack holds
+// only state produced by `F`'s code, which is `Send` except for the documented
+// thread-local caveat (see the module docs); the raw pointers in `ctx` are only
+// dereferenced by the thread currently polling the task, which the task's
+// RUNNING bit makes exclusive.
+unsafe impl<F: Send, T: Send> Send for Goroutine<F, T> {}
+
+impl<F, T> Goroutine<F, T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    pub(crate) fn new(f: F, id: u64, name: Option<StdArc<str>>, stack_size: usize) -> Self {
+        Goroutine {
+            f: Some(f),
+            co: None,
+            ctx: GoroutineCtx {
+                yielder: Cell::new(ptr::null()),
+                cx: Cell::new(ptr::null_mut()),
+                info: CurrentGoroutine {
+                    id,
+                    name,
+                    stack_size,
+                },
+            },
+            _pin: PhantomPinned,
+        }
+    }
+}
+
+impl<F, T> Future for Goroutine<F, T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    type Output = T;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        // SAFETY: we never move out of `self`; `ctx` stays at this address for as
+        // long as the coroutine (which points to it) exists.
+        let this = unsafe { self.get_unchecked_mut() };
+        if this.co.is_none() {
+            let stack = acquire_stack(this.ctx.info.stack_size).unwrap_or_else(|e| {
+                panic!("gosched: cannot allocate a stack for goroutine {}: {e}", this.ctx.info.id)
+            });
+            let f = this.f.take().expect("goroutine started twice");
+            let ctx: *const GoroutineCtx = &this.ctx;
+            this.co = Some(Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
+                // SAFETY: `ctx` is pinned inside the task and outlives the coroutine.
+                unsafe { (*ctx).yielder.set(y) };
+                f()
+            }));
+        }
+        this.ctx
+            .cx
+            .set(cx as *mut Context<'_> as *mut Context<'static>);
+        let enter = Enter::new(&this.ctx);
+        let res = this.co.as_mut().expect("coroutine").resume(());
+        drop(enter);
+        match res {
+            CoroutineResult::Yield(()) => Poll::Pending,
+            CoroutineResult::Return(v) => {
+                let co = this.co.take().expect("coroutine");
+                release_stack(co.into_stack());
+                Poll::Ready(v)
+            }
+        }
+    }
+}
+
+impl<F, T> Drop for Goroutine<F, T> {
+    fn drop(&mut self) {
+        let Some(mut co) = self.co.take() else {
+            return;
+        };
+        if !co.done() {
+            // Suspended: unwind its stack so its destructors run. Blocking calls
+            // made by those destructors see a no-op waker and are unwound too.
+            let mut noop = Context::from_waker(Waker::noop());
+            self.ctx
+                .cx
+                .set(&mut noop as *mut Context<'_> as *mut Context<'static>);
+            let _enter = Enter::new(&self.ctx);
+            co.force_unwind();
+        }
+        release_stack(co.into_stack());
+    }
+}
+
+fn acquire_stack(size: usize) -> Result<Stack, StackError> {
+    sched::with_current(|shared| {
+        sched::with_current_p(shared, |p| match p {
+            // SAFETY: `with_current_p` hands us our own P in RUNNING.
+            Some(p) => unsafe { p.local().stacks.get(&shared.stacks, size) },
+            None => shared.stacks.alloc(size),
+        })
+    })
+}
+
+fn release_stack(stack: Stack) {
+    sched::with_current(|shared| {
+        sched::with_current_p(shared, |p| match p {
+            // SAFETY: as above.
+            Some(p) => unsafe { p.local().stacks.put(&shared.stacks, stack) },
+            None => shared.stacks.free(stack),
+        })
+    })
+}
+
+/// Suspend the current goroutine until its task is polled again.
+fn suspend(g: &GoroutineCtx) {
+    // SAFETY: the yielder was set when the coroutine started and is valid while
+    // it runs; we are running on it.
+    unsafe { &*g.yielder.get() }.suspend(());
+}
+
+/// `block_on` inside a goroutine: poll with the goroutine's waker, suspend while
+/// pending.
+pub(crate) fn block_on_goroutine<Fut: Future>(fut: Fut) -> Fut::Output {
+    let mut fut = pin!(fut);
+    loop {
+        // Re-read the context each time: after a suspension we may be on another
+        // thread, resumed by another poll with another `Context`.
+        // SAFETY: non-null (caller checked `in_goroutine`) and valid while we run.
+        let g = unsafe { &*current() };
+        // SAFETY: the resuming poll's `Context` outlives this resume.
+        let cx = unsafe { &mut *g.cx.get() };
+        if let Poll::Ready(v) = fut.as_mut().poll(cx) {
+            return v;
+        }
+        suspend(g);
+    }
+}
+
+/// Go's `Gosched` for a goroutine: requeue on the global queue and let others run.
+pub(crate) fn yield_goroutine() {
+    // SAFETY: non-null (caller checked) and valid while we run.
+    let g = unsafe { &*current() };
+    sched::mark_yield();
+    // SAFETY: the resuming poll's `Context` is alive.
+    unsafe { &*g.cx.get() }.waker().wake_by_ref();
+    suspend(g);
+}
+
+// ---- spawning --------------------------------------------------------------------
+
+/// Why a goroutine could not be started.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SpawnError {
+    /// No stack could be reserved for it (see [`StackError`]'s message: it names
+    /// the limit and how to raise it).
+    Stack(StackError),
+}
+
+impl std::fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpawnError::Stack(e) => write!(f, "cannot spawn goroutine: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SpawnError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SpawnError::Stack(e) => Some(e),
+        }
+    }
+}
+
+/// Builder for a goroutine with a name or a stack size of its own.
+///
+/// ```no_run
+/// let h = gosched::Go::new().name("worker").stack_size(1 << 20).spawn(|| 6 * 7);
+/// assert_eq!(h.join().unwrap(), 42);
+/// ```
+#[derive(Debug, Default, Clone)]
+pub struct Go {
+    name: Option<StdArc<str>>,
+    stack_size: Option<usize>,
+}
+
+impl Go {
+    pub fn new() -> Self {
+        Go::default()
+    }
+
+    /// Name shown in the stack-overflow message and in traces.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(StdArc::from(name.into()));
+        self
+    }
+
+    /// Usable stack bytes for this goroutine (rounded up to pages; minimum 16 KiB).
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Spawn on the current runtime.
+    ///
+    /// # Panics
+    /// If the stack cannot be reserved; use [`try_spawn`](Go::try_spawn) to get
+    /// the error instead.
+    pub fn spawn<F, T>(self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.try_spawn(f).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Spawn on the current runtime, or say why not.
+    pub fn try_spawn<F, T>(self, f: F) -> Result<JoinHandle<T>, SpawnError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        sched::with_current(|shared| self.spawn_on(shared, f))
+    }
+
+    pub(crate) fn spawn_on<F, T>(self, shared: &Arc<Shared>, f: F) -> Result<JoinHandle<T>, SpawnError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let size = self.stack_size.unwrap_or(shared.config.stack_size);
+        let size = stack::round_size(size).map_err(SpawnError::Stack)?;
+        check_map_budget(shared).map_err(SpawnError::Stack)?;
+        let name = self.name;
+        Ok(shared.spawn_with_id(move |id| Goroutine::new(f, id, name, size)))
+    }
+}
+
+/// With `mprotect` guards (kernels without `MADV_GUARD_INSTALL`) every guarded
+/// stack costs two kernel memory maps: refuse a goroutine that could not get a
+/// stack within `vm.max_map_count`, at spawn time, with an error naming the sysctl.
+fn check_map_budget(shared: &Shared) -> Result<(), StackError> {
+    if stack::guard_mode() != stack::GuardMode::Mprotect {
+        return Ok(());
+    }
+    let max = stack::max_map_count();
+    let guarded = shared.stacks.stats().guarded_stacks;
+    // Maps the process needs besides stacks (code, heap, thread stacks, ...).
+    const MARGIN: usize = 1024;
+    if 2 * (guarded + 1) + MARGIN > max {
+        return Err(StackError::MapCountExhausted {
+            max_map_count: max,
+            guarded_stacks: guarded,
+        });
+    }
+    Ok(())
+}
+
+/// Block on `fut`: inside a goroutine only the goroutine parks (its M runs other
+/// work); on a plain thread the thread parks.
+///
+/// # Panics
+/// When called from inside an async task on the runtime (that would block an M):
+/// use `.await` there.
+pub fn block_on<Fut: Future>(fut: Fut) -> Fut::Output {
+    if in_goroutine() {
+        block_on_goroutine(fut)
+    } else if sched::in_async_task() {
+        panic!(
+            "gosched::block_on called from inside an async task; that would block the \
+             scheduler thread. Use `.await` instead."
+        )
+    } else {
+        crate::runtime::block_on_thread(fut)
+    }
+}

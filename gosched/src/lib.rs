@@ -1,0 +1,107 @@
+//! # gosched — Go's G-P-M scheduler for Rust
+//!
+//! Stackful goroutines (`go(|| ...)`) and async tasks (`spawn(async { ... })`) run
+//! on one work-stealing scheduler built like Go's: Ps with 256-slot run queues and
+//! `runnext`, Ms (OS threads) that spin, steal and park, a global queue checked
+//! every 61 ticks, per-P timers. Blocking calls inside a goroutine (`block_on`,
+//! `JoinHandle::join`, `time::sleep`, `yield_now`) park the goroutine, not the
+//! thread; on a plain thread they park the thread; async code `.await`s the same
+//! futures.
+//!
+//! ```
+//! let h = gosched::go(|| {
+//!     let inner = gosched::spawn(async { 20 });
+//!     // Parks this goroutine (not its OS thread) until the task is done.
+//!     inner.join().unwrap() + 22
+//! });
+//! assert_eq!(h.join().unwrap(), 42);
+//! ```
+//!
+//! See `ARCHITECTURE.md` for the design and `coro` for the goroutine/thread-local
+//! caveat.
+
+#![warn(missing_debug_implementations, rust_2018_idioms)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod loom;
+
+#[cfg(not(loom))]
+pub mod coro;
+#[cfg(not(loom))]
+pub mod runtime;
+#[cfg(not(loom))]
+pub(crate) mod sched;
+#[cfg(not(loom))]
+pub mod task;
+#[cfg(not(loom))]
+pub mod time;
+
+/// Under loom only the lock-free parts of the scheduler are compiled and modelled.
+#[cfg(loom)]
+#[path = "sched/loom_mod.rs"]
+pub(crate) mod sched;
+
+#[cfg(not(loom))]
+pub use coro::{block_on, Go, SpawnError};
+#[cfg(not(loom))]
+pub use runtime::{Builder, Runtime};
+#[cfg(not(loom))]
+pub use sched::task::{JoinError, JoinHandle, TaskId};
+
+/// Start a goroutine on the current runtime (the global one outside any runtime).
+///
+/// `f` runs on its own stack; blocking calls inside it park only the goroutine.
+/// A panic in `f` is caught and returned by the handle as a [`JoinError`].
+///
+/// # Panics
+/// If no stack can be reserved for it; [`try_go`] returns the error instead.
+///
+/// # Thread-locals
+/// A goroutine may resume on another OS thread after any blocking call: do not
+/// hold references into `thread_local!`s across blocking calls.
+#[cfg(not(loom))]
+pub fn go<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    Go::new().spawn(f)
+}
+
+/// Like [`go`], but returns an error instead of panicking when no stack can be
+/// reserved (for example when `vm.max_map_count` is exhausted on kernels without
+/// `MADV_GUARD_INSTALL`).
+#[cfg(not(loom))]
+pub fn try_go<F, T>(f: F) -> Result<JoinHandle<T>, SpawnError>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    Go::new().try_spawn(f)
+}
+
+/// Start an async task on the current runtime.
+#[cfg(not(loom))]
+pub fn spawn<F>(fut: F) -> JoinHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    task::spawn(fut)
+}
+
+/// Go's `runtime.Gosched`: put the calling goroutine on the global run queue and
+/// let others run. On a plain thread, `std::thread::yield_now`.
+///
+/// # Panics
+/// Inside an async task: use `gosched::task::yield_now().await` there.
+#[cfg(not(loom))]
+pub fn yield_now() {
+    if coro::in_goroutine() {
+        coro::yield_goroutine();
+    } else if sched::in_async_task() {
+        panic!("gosched::yield_now called from an async task: use gosched::task::yield_now().await");
+    } else {
+        std::thread::yield_now();
+    }
+}

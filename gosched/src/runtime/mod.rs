@@ -1,0 +1,295 @@
+//! Runtimes: `Builder`, `Runtime`, the lazily started global runtime, and
+//! introspection (`num_goroutine`, `procs`).
+//!
+//! A runtime starts no thread until there is work: Ms are created on demand by
+//! `wakep` (at most one per P plus the ones blocked elsewhere, capped by
+//! `max_threads`), and park when idle. Dropping a `Runtime` stops its Ms, cancels
+//! every goroutine and task still alive (unwinding parked goroutines' stacks) and
+//! returns their stacks.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc as StdArc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
+
+use crate::coro::{self, Go, SpawnError};
+use crate::loom::sync::Arc;
+use crate::sched::{self, task::JoinHandle, Config, EnterGuard, Shared, GLOBAL};
+
+/// Go's default thread limit.
+pub const DEFAULT_MAX_THREADS: usize = 10_000;
+
+/// Configures and builds a [`Runtime`].
+///
+/// ```
+/// let rt = gosched::Builder::new().procs(2).build().unwrap();
+/// let h = rt.go(|| 1 + 1);
+/// assert_eq!(rt.block_on(h).unwrap(), 2);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Builder {
+    procs: Option<usize>,
+    stack_size: usize,
+    max_threads: usize,
+    name: String,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder::new()
+    }
+}
+
+impl Builder {
+    pub fn new() -> Self {
+        Builder {
+            procs: None,
+            stack_size: coro::DEFAULT_STACK_SIZE,
+            max_threads: DEFAULT_MAX_THREADS,
+            name: "gosched".into(),
+        }
+    }
+
+    /// Number of Ps (Go's GOMAXPROCS). Default: `GOSCHED_MAXPROCS`, else the
+    /// available parallelism.
+    pub fn procs(mut self, n: usize) -> Self {
+        self.procs = Some(n.max(1));
+        self
+    }
+
+    /// Default goroutine stack size in bytes (reserved address space; see
+    /// [`DEFAULT_STACK_SIZE`](crate::coro::DEFAULT_STACK_SIZE)).
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = bytes;
+        self
+    }
+
+    /// Most OS threads (Ms) the runtime may start (Go: 10,000).
+    pub fn max_threads(mut self, n: usize) -> Self {
+        self.max_threads = n.max(1);
+        self
+    }
+
+    /// Prefix of the M threads' names.
+    pub fn thread_name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    pub fn build(self) -> std::io::Result<Runtime> {
+        let procs = self.procs.unwrap_or_else(default_procs);
+        crate::coro::stack::round_size(self.stack_size)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        crate::coro::overflow::install_overflow_handler();
+        Ok(Runtime {
+            shared: Shared::new(Config {
+                procs,
+                stack_size: self.stack_size,
+                max_threads: self.max_threads.max(procs + 1),
+                name: self.name,
+            }),
+            stopped: false,
+        })
+    }
+}
+
+fn default_procs() -> usize {
+    std::env::var("GOSCHED_MAXPROCS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// A gosched runtime: Ps, Ms, queues, timers and stacks.
+pub struct Runtime {
+    shared: Arc<Shared>,
+    /// Set once shut down, so that `Drop` does not do it again.
+    stopped: bool,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("procs", &self.shared.procs.len())
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// A runtime with the default configuration.
+    pub fn new() -> std::io::Result<Runtime> {
+        Builder::new().build()
+    }
+
+    /// Start a goroutine on this runtime.
+    pub fn go<F, T>(&self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        Go::new()
+            .spawn_on(&self.shared, f)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Start a goroutine, or say why not.
+    pub fn try_go<F, T>(&self, f: F) -> Result<JoinHandle<T>, SpawnError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        Go::new().spawn_on(&self.shared, f)
+    }
+
+    /// Start an async task on this runtime.
+    pub fn spawn<F>(&self, fut: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.shared.spawn_with_id(|_| fut)
+    }
+
+    /// Run `fut` to completion on the calling thread, with this runtime as the
+    /// current one (free functions like `go` and `spawn` inside it use it). Inside
+    /// a goroutine only the goroutine blocks.
+    ///
+    /// # Panics
+    /// When called from inside an async task (use `.await`).
+    pub fn block_on<F: Future>(&self, fut: F) -> F::Output {
+        if coro::in_goroutine() {
+            return coro::block_on(fut);
+        }
+        let _enter = EnterGuard::new(&self.shared);
+        coro::block_on(fut)
+    }
+
+    /// Stop the runtime: wait up to `timeout` for its Ms to finish the polls they
+    /// are in, then cancel every goroutine and task still alive. Returns true if
+    /// everything stopped in time; false if some M was still inside a poll (a
+    /// goroutine that never blocks), in which case that M is left running detached.
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> bool {
+        self.stopped = true;
+        shutdown(&self.shared, Some(timeout))
+    }
+}
+
+impl Drop for Runtime {
+    /// Stops the Ms (waiting for polls in progress to return), cancels every
+    /// goroutine and task still alive, and frees their stacks.
+    fn drop(&mut self) {
+        if !self.stopped {
+            shutdown(&self.shared, None);
+        }
+    }
+}
+
+fn shutdown(shared: &Arc<Shared>, timeout: Option<Duration>) -> bool {
+    if sched::machine::current().is_some_and(|c| Arc::ptr_eq(&c.shared, shared)) {
+        panic!(
+            "a gosched Runtime cannot be dropped or shut down from inside one of its own \
+             goroutines or tasks; drop it from the thread that owns it"
+        );
+    }
+    shared.begin_shutdown();
+    let deadline = timeout.map(|t| Instant::now() + t);
+    {
+        let mut live = shared.live_ms.lock().unwrap_or_else(|e| e.into_inner());
+        while *live > 0 {
+            match deadline {
+                None => live = shared.ms_exited.wait(live).unwrap_or_else(|e| e.into_inner()),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return false;
+                    }
+                    live = shared
+                        .ms_exited
+                        .wait_timeout(live, d - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
+        }
+    }
+    for h in shared
+        .threads
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain(..)
+    {
+        let _ = h.join();
+    }
+    let _enter = EnterGuard::new(shared);
+    shared.teardown();
+    true
+}
+
+/// The global runtime, started on first use.
+pub(crate) fn global_shared() -> &'static Arc<Shared> {
+    &GLOBAL
+        .get_or_init(|| {
+            Builder::new()
+                .thread_name("gosched-global")
+                .build()
+                .expect("cannot start the global gosched runtime")
+        })
+        .shared
+}
+
+// ---- blocking a plain thread -----------------------------------------------------
+
+struct ThreadWaker {
+    thread: Thread,
+    notified: AtomicBool,
+}
+
+impl Wake for ThreadWaker {
+    fn wake(self: StdArc<Self>) {
+        self.wake_by_ref()
+    }
+    fn wake_by_ref(self: &StdArc<Self>) {
+        if !self.notified.swap(true, Ordering::Release) {
+            self.thread.unpark();
+        }
+    }
+}
+
+thread_local! {
+    static THREAD_WAKER: StdArc<ThreadWaker> = StdArc::new(ThreadWaker {
+        thread: thread::current(),
+        notified: AtomicBool::new(false),
+    });
+}
+
+/// Poll `fut` on the calling (plain) thread, parking it while pending.
+pub(crate) fn block_on_thread<F: Future>(fut: F) -> F::Output {
+    let tw = THREAD_WAKER.with(|w| w.clone());
+    let waker = Waker::from(tw.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = pin!(fut);
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        while !tw.notified.swap(false, Ordering::Acquire) {
+            thread::park();
+        }
+    }
+}
+
+// ---- introspection ---------------------------------------------------------------
+
+/// Goroutines and async tasks alive in the current runtime (Go's `NumGoroutine`).
+pub fn num_goroutine() -> usize {
+    sched::with_current(|s| s.owned.len())
+}
+
+/// Number of Ps of the current runtime (Go's `GOMAXPROCS(0)`).
+pub fn procs() -> usize {
+    sched::with_current(|s| s.procs.len())
+}

@@ -1,0 +1,490 @@
+//! The G-P-M core. Nothing outside this module touches run queues.
+//!
+//! - `task.rs`: G — the task allocation, its state word (`state.rs`), wakers, JoinHandle.
+//! - `runq.rs`: a P's lock-free 256-slot ring.
+//! - `processor.rs`: P — runq + runnext + timers + caches; its status word (`status.rs`).
+//! - `machine.rs`: M — the schedule loop, `find_runnable`, spinning, park/unpark.
+//! - `owned.rs`: every live task (for shutdown and `num_goroutine`).
+//!
+//! `Shared` is one runtime: its Ps, the global run queue, the idle P and idle M
+//! lists (all under one scheduler lock, as Go's `sched.lock`), the spinning/idle
+//! counters of the lost-wake-up protocol (see `machine.rs`), the global timers
+//! and the stack pool.
+
+pub(crate) mod machine;
+pub(crate) mod owned;
+pub(crate) mod park;
+pub(crate) mod processor;
+pub(crate) mod runq;
+pub(crate) mod state;
+pub(crate) mod status;
+pub(crate) mod task;
+
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::ptr::{self, NonNull};
+use std::sync::{Condvar, OnceLock, Weak};
+
+use crossbeam_utils::CachePadded;
+
+use crate::coro::stack::StackPool;
+use crate::loom::lock;
+use crate::loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use crate::loom::sync::{Arc, Mutex};
+use crate::time::{TimerEntry, Timers};
+use machine::Machine;
+use owned::OwnedTasks;
+use processor::Processor;
+use status::Enter;
+use task::{Header, JoinHandle, Task};
+
+/// Runtime configuration fixed at build time.
+pub(crate) struct Config {
+    pub(crate) procs: usize,
+    pub(crate) stack_size: usize,
+    pub(crate) max_threads: usize,
+    pub(crate) name: String,
+}
+
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    pub(crate) procs: Box<[CachePadded<Processor>]>,
+    sched: Mutex<Sched>,
+    /// Length of the global queue, readable without the lock.
+    global_len: AtomicUsize,
+    pub(crate) npidle: AtomicUsize,
+    pub(crate) nmspinning: AtomicUsize,
+    pub(crate) owned: OwnedTasks,
+    pub(crate) stacks: StackPool,
+    pub(crate) global_timers: Timers,
+    /// The timer sleeper's wake-up time: 0 = no M sleeps on timers, `NEVER` while
+    /// it is computing (see `machine.rs`).
+    pub(crate) sleeper_until: AtomicU64,
+    pub(crate) sleeper: Mutex<Option<Arc<Machine>>>,
+    pub(crate) shutdown: AtomicBool,
+    /// Fallback task ids for P-less spawns, and the source of P batches.
+    next_id: AtomicU64,
+    /// Numbers coprime to the P count: strides for a random steal order.
+    coprimes: Box<[usize]>,
+    /// Live M threads; `shutdown_timeout` waits on `ms_exited`.
+    pub(crate) live_ms: std::sync::Mutex<usize>,
+    pub(crate) ms_exited: Condvar,
+    pub(crate) nthreads: AtomicUsize,
+    pub(crate) threads: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>>,
+    me: Weak<Shared>,
+}
+
+pub(crate) struct Sched {
+    global: VecDeque<Task>,
+    idle_ps: Vec<usize>,
+    idle_ms: Vec<Arc<Machine>>,
+}
+
+impl Shared {
+    pub(crate) fn new(config: Config) -> Arc<Shared> {
+        let n = config.procs;
+        Arc::new_cyclic(|me| Shared {
+            procs: (0..n).map(|i| CachePadded::new(Processor::new(i))).collect(),
+            sched: Mutex::new(Sched {
+                global: VecDeque::new(),
+                // Every P starts idle; the last one is taken first (LIFO).
+                idle_ps: (0..n).rev().collect(),
+                idle_ms: Vec::new(),
+            }),
+            global_len: AtomicUsize::new(0),
+            npidle: AtomicUsize::new(n),
+            nmspinning: AtomicUsize::new(0),
+            owned: OwnedTasks::new(n),
+            stacks: StackPool::new(),
+            global_timers: Timers::new(),
+            sleeper_until: AtomicU64::new(0),
+            sleeper: Mutex::new(None),
+            shutdown: AtomicBool::new(false),
+            next_id: AtomicU64::new(1),
+            coprimes: (1..=n).filter(|&c| gcd(c, n) == 1).collect(),
+            live_ms: std::sync::Mutex::new(0),
+            ms_exited: Condvar::new(),
+            nthreads: AtomicUsize::new(0),
+            threads: std::sync::Mutex::new(Vec::new()),
+            me: me.clone(),
+            config,
+        })
+    }
+
+    pub(crate) fn arc(&self) -> Arc<Shared> {
+        self.me.upgrade().expect("runtime is alive while used")
+    }
+
+    // ---- spawning and readying ---------------------------------------------------
+
+    /// Spawn a task; `make` builds its future from its id. The new G goes to the
+    /// current P's `runnext` (Go's `newproc`), then `wakep`.
+    pub(crate) fn spawn_with_id<F>(self: &Arc<Self>, make: impl FnOnce(u64) -> F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let id = with_current_p(self, |p| match p {
+            // SAFETY: `with_current_p` gives us the P in RUNNING on its owner M.
+            Some(p) => unsafe {
+                let l = p.local();
+                if l.id_next == l.id_end {
+                    l.id_next = self.next_id.fetch_add(processor::ID_BATCH, Relaxed);
+                    l.id_end = l.id_next + processor::ID_BATCH;
+                }
+                l.id_next += 1;
+                l.id_next - 1
+            },
+            None => self.next_id.fetch_add(1, Relaxed),
+        });
+        let (task, handle, owned) = task::new_task(make(id), id, self.clone());
+        if let Err(owned) = self.owned.insert(owned) {
+            // The runtime has shut down: the task completes as cancelled at once.
+            owned.shutdown();
+            drop(task);
+            return handle;
+        }
+        self.schedule(task, false);
+        handle
+    }
+
+    /// Make a task runnable (Go's `ready`): into the current P's `runnext` when
+    /// called on one of our Ms holding a P, else onto the global queue; then wake
+    /// an M if Ps are idle and nobody spins. `yielded`: Go's `Gosched`, global
+    /// queue.
+    pub(crate) fn schedule(&self, task: Task, yielded: bool) {
+        if yielded {
+            self.global_push(task);
+        } else {
+            let rest = with_current_p(self, |p| match p {
+                Some(p) => {
+                    // SAFETY: owner of `p` (RUNNING).
+                    unsafe { p.runqput(task, true, |batch| self.global_push_batch(batch)) };
+                    None
+                }
+                None => Some(task),
+            });
+            if let Some(t) = rest {
+                self.global_push(t);
+            }
+        }
+        self.wakep_if_idle();
+    }
+
+    /// The submitter's half of the lost-wake-up protocol: work is published (above),
+    /// then a StoreLoad barrier, then look at the spinning count.
+    #[inline]
+    pub(crate) fn wakep_if_idle(&self) {
+        fence(SeqCst);
+        if self.npidle.load(Relaxed) != 0 && self.nmspinning.load(Relaxed) == 0 {
+            self.wakep();
+        }
+    }
+
+    // ---- global queue -------------------------------------------------------------
+
+    pub(crate) fn global_len(&self) -> usize {
+        self.global_len.load(Acquire)
+    }
+
+    pub(crate) fn global_push(&self, task: Task) {
+        let mut s = lock(&self.sched);
+        s.global.push_back(task);
+        self.global_len.store(s.global.len(), Release);
+    }
+
+    fn global_push_batch(&self, batch: Vec<NonNull<Header>>) {
+        let mut s = lock(&self.sched);
+        // SAFETY: ring items are owned task references.
+        s.global
+            .extend(batch.into_iter().map(|p| unsafe { Task::from_raw(p) }));
+        self.global_len.store(s.global.len(), Release);
+    }
+
+    /// Take a batch from the global queue for `p` (Go's `globrunqget`): run the
+    /// first, put the rest in `p`'s ring. `max` 0 = no limit beyond Go's.
+    pub(crate) fn globrunqget(&self, p: &Processor, max: usize) -> Option<Task> {
+        if self.global_len() == 0 {
+            return None;
+        }
+        let mut s = lock(&self.sched);
+        self.globrunqget_locked(&mut s, p, max)
+    }
+
+    fn globrunqget_locked(&self, s: &mut Sched, p: &Processor, max: usize) -> Option<Task> {
+        let len = s.global.len();
+        if len == 0 {
+            return None;
+        }
+        let mut n = (len / self.procs.len() + 1).min(len);
+        if max > 0 {
+            n = n.min(max);
+        }
+        n = n.min(runq::CAPACITY / 2);
+        let first = s.global.pop_front();
+        let mut spill = Vec::new();
+        for _ in 1..n {
+            let t = s.global.pop_front().expect("len checked");
+            // SAFETY: the caller owns `p` (RUNNING).
+            unsafe { p.runqput(t, false, |b| spill = b) };
+        }
+        // SAFETY: overflowed items are owned references.
+        s.global
+            .extend(spill.into_iter().map(|x| unsafe { Task::from_raw(x) }));
+        self.global_len.store(s.global.len(), Release);
+        first
+    }
+
+    // ---- idle Ps and Ms -------------------------------------------------------------
+
+    pub(crate) fn lock_sched(&self) -> crate::loom::sync::MutexGuard<'_, Sched> {
+        lock(&self.sched)
+    }
+
+    /// Take an idle P (caller holds the scheduler lock). The P is ours: RUNNING.
+    pub(crate) fn pidleget(&self, s: &mut Sched) -> Option<usize> {
+        let p = s.idle_ps.pop()?;
+        self.npidle.fetch_sub(1, SeqCst);
+        self.procs[p].status.store(status::RUNNING);
+        Some(p)
+    }
+
+    /// Put a P on the idle list (caller holds the lock and owns the P).
+    pub(crate) fn pidleput(&self, s: &mut Sched, p: usize) {
+        debug_assert!(!self.procs[p].has_work(), "idle P with queued work");
+        self.procs[p].status.store(status::IDLE);
+        s.idle_ps.push(p);
+        self.npidle.fetch_add(1, SeqCst);
+    }
+
+    /// Go's `wakep`: if nobody spins, start a spinning M on an idle P.
+    pub(crate) fn wakep(&self) {
+        if self.shutdown.load(Relaxed) {
+            return;
+        }
+        if self.nmspinning.load(SeqCst) != 0
+            || self
+                .nmspinning
+                .compare_exchange(0, 1, SeqCst, SeqCst)
+                .is_err()
+        {
+            return;
+        }
+        let p = {
+            let mut s = lock(&self.sched);
+            self.pidleget(&mut s)
+        };
+        match p {
+            Some(p) => self.startm(p, true),
+            None => {
+                self.nmspinning.fetch_sub(1, SeqCst);
+            }
+        }
+    }
+
+    /// Run P `p` on an idle M, or a new one.
+    fn startm(&self, p: usize, spinning: bool) {
+        let m = lock(&self.sched).idle_ms.pop();
+        match m {
+            Some(m) => m.start(p, spinning),
+            None => machine::newm(self.arc(), p, spinning),
+        }
+    }
+
+    /// Put an M on the idle list unless the runtime is shutting down.
+    pub(crate) fn midleput(&self, m: Arc<Machine>) -> bool {
+        let mut s = lock(&self.sched);
+        if self.shutdown.load(Acquire) {
+            return false;
+        }
+        s.idle_ms.push(m);
+        true
+    }
+
+    // ---- timers -----------------------------------------------------------------------
+
+    /// Earliest timer over every P and the global heap.
+    pub(crate) fn next_timer(&self) -> u64 {
+        self.procs
+            .iter()
+            .map(|p| p.timers.next_when())
+            .fold(self.global_timers.next_when(), u64::min)
+    }
+
+    /// A timer became some heap's earliest: make sure an M wakes for it (Go's
+    /// `wakeNetPoller`).
+    pub(crate) fn timer_added(&self, when: u64) {
+        match self.sleeper_until.load(SeqCst) {
+            0 => self.wakep(),
+            until if when < until => {
+                if let Some(m) = &*lock(&self.sleeper) {
+                    m.parker.wake();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    // ---- shutdown ----------------------------------------------------------------------
+
+    /// Stop scheduling: wake every parked M so it exits.
+    pub(crate) fn begin_shutdown(&self) {
+        self.shutdown.store(true, SeqCst);
+        let ms: Vec<_> = lock(&self.sched).idle_ms.drain(..).collect();
+        for m in ms {
+            m.parker.wake();
+        }
+        if let Some(m) = &*lock(&self.sleeper) {
+            m.parker.wake();
+        }
+    }
+
+    /// After every M stopped: cancel every task, drop every queued reference, free
+    /// timers and cached stacks. Loops because cancelled goroutines run destructors
+    /// that may wake or spawn others.
+    pub(crate) fn teardown(&self) {
+        self.owned.close();
+        loop {
+            let mut progress = false;
+            while let Some(t) = self.owned.pop() {
+                t.shutdown();
+                progress = true;
+            }
+            let queued: Vec<Task> = {
+                let mut s = lock(&self.sched);
+                self.global_len.store(0, Release);
+                s.global.drain(..).collect()
+            };
+            progress |= !queued.is_empty();
+            drop(queued);
+            for p in self.procs.iter() {
+                let q = p.drain();
+                progress |= !q.is_empty();
+                drop(q);
+            }
+            if !progress {
+                break;
+            }
+        }
+        for p in self.procs.iter() {
+            p.timers.clear();
+            // SAFETY: no M runs any more: this thread is the only user of every P.
+            unsafe { p.local().stacks.drain(&self.stacks) };
+        }
+        self.global_timers.clear();
+    }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+// ---- the calling thread's runtime ---------------------------------------------------------
+
+thread_local! {
+    /// The runtime entered by `Runtime::block_on` / `enter` on a plain thread.
+    static ENTERED: Cell<*const Shared> = const { Cell::new(ptr::null()) };
+}
+
+/// Run `f` with the runtime the calling code belongs to: the M's, else the one
+/// entered by `Runtime::block_on`, else the global runtime.
+#[inline(never)]
+pub(crate) fn with_current<R>(f: impl FnOnce(&Arc<Shared>) -> R) -> R {
+    if let Some(ctx) = machine::current() {
+        return f(&ctx.shared);
+    }
+    let entered = ENTERED.with(|e| e.get());
+    if !entered.is_null() {
+        // SAFETY: `EnterGuard` keeps the runtime alive while it is entered, and
+        // `arc()` gives an owned handle for the call.
+        let shared = unsafe { &*entered }.arc();
+        return f(&shared);
+    }
+    f(crate::runtime::global_shared())
+}
+
+/// Marks the calling plain thread as inside a runtime until dropped.
+pub(crate) struct EnterGuard {
+    prev: *const Shared,
+    _rt: Arc<Shared>,
+}
+
+impl EnterGuard {
+    pub(crate) fn new(shared: &Arc<Shared>) -> Self {
+        let prev = ENTERED.with(|e| e.replace(Arc::as_ptr(shared)));
+        EnterGuard {
+            prev,
+            _rt: shared.clone(),
+        }
+    }
+}
+
+impl Drop for EnterGuard {
+    fn drop(&mut self) {
+        ENTERED.with(|e| e.set(self.prev));
+    }
+}
+
+/// Run `f` with the P this thread holds, if it is one of `shared`'s Ms and holds
+/// one. Inside a poll (status USER) this CASes USER→RUNNING first and restores
+/// USER after; if sysmon retook the P, the M is P-less from then on and `f` gets
+/// `None` (every runtime call has a P-less path).
+#[inline]
+pub(crate) fn with_current_p<R>(shared: &Shared, f: impl FnOnce(Option<&Processor>) -> R) -> R {
+    let Some(ctx) = machine::current() else {
+        return f(None);
+    };
+    if !ptr::eq(Arc::as_ptr(&ctx.shared), shared) {
+        return f(None);
+    }
+    let Some(pi) = ctx.p.get() else {
+        return f(None);
+    };
+    let p = &shared.procs[pi];
+    match p.status.enter_runtime() {
+        Enter::Nested => f(Some(p)),
+        Enter::Entered => {
+            let r = f(Some(p));
+            p.status.store(status::USER);
+            r
+        }
+        Enter::Retaken => {
+            ctx.p.set(None);
+            f(None)
+        }
+    }
+}
+
+/// Arm a timer on the current P (or the global heap when P-less).
+pub(crate) fn add_timer(when: u64, entry: Arc<TimerEntry>) {
+    with_current(|shared| {
+        let earliest = with_current_p(shared, |p| match p {
+            Some(p) => p.timers.add(when, entry),
+            None => shared.global_timers.add(when, entry),
+        });
+        if earliest {
+            shared.timer_added(when);
+        }
+    })
+}
+
+/// True inside the poll of an async task (not a goroutine) on one of our Ms.
+pub(crate) fn in_async_task() -> bool {
+    machine::current().is_some_and(|c| c.in_poll.get()) && !crate::coro::in_goroutine()
+}
+
+/// `yield_now`: the current task, woken by itself, goes to the global queue
+/// after this poll instead of the local one (Go's `Gosched`).
+pub(crate) fn mark_yield() {
+    if let Some(ctx) = machine::current() {
+        ctx.yielded.set(true);
+    }
+}
+
+/// The lazily started global runtime's handle storage.
+pub(crate) static GLOBAL: OnceLock<crate::runtime::Runtime> = OnceLock::new();

@@ -1,0 +1,143 @@
+//! The runtime's list of live tasks (Go's `allgs`): lets shutdown find and cancel
+//! goroutines and tasks that are parked and referenced by nobody else, so their
+//! stacks and memory are freed, and gives `num_goroutine()`.
+//!
+//! Sharded by task id so that spawns on different Ps rarely share a lock. The list
+//! holds one reference to each task (see `task.rs`); a task unlinks itself when it
+//! completes. Links live in the task header and are only touched under the shard
+//! lock. Once `close` has run, `insert` refuses new tasks: the caller cancels them.
+
+use std::ptr::NonNull;
+
+use super::task::{Header, Task};
+use crate::loom::lock;
+use crate::loom::sync::atomic::{AtomicBool, Ordering::*};
+use crate::loom::sync::Mutex;
+
+pub(crate) struct OwnedTasks {
+    shards: Box<[Mutex<List>]>,
+    mask: u64,
+    closed: AtomicBool,
+}
+
+struct List {
+    head: Option<NonNull<Header>>,
+    len: usize,
+}
+
+// SAFETY: the raw pointers are task references, only followed under the lock.
+unsafe impl Send for List {}
+
+impl OwnedTasks {
+    pub(crate) fn new(procs: usize) -> Self {
+        let n = (procs * 4).next_power_of_two();
+        OwnedTasks {
+            shards: (0..n)
+                .map(|_| {
+                    Mutex::new(List {
+                        head: None,
+                        len: 0,
+                    })
+                })
+                .collect(),
+            mask: n as u64 - 1,
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    fn shard(&self, id: u64) -> &Mutex<List> {
+        &self.shards[(id & self.mask) as usize]
+    }
+
+    /// Link a task (taking over the reference in `task`). Gives it back if the
+    /// list is closed (the runtime shut down).
+    pub(crate) fn insert(&self, task: Task) -> Result<(), Task> {
+        let id = task.header().id;
+        let mut list = lock(self.shard(id));
+        // Checked under the shard lock: `close` sets the flag, then takes every
+        // shard lock, so no insert can slip in behind the drain.
+        if self.closed.load(Acquire) {
+            return Err(task);
+        }
+        let ptr = task.into_raw();
+        // SAFETY: we hold the shard lock; the links of `ptr` and of the old head
+        // are guarded by it.
+        unsafe {
+            let h = ptr.as_ref();
+            h.owned_next.with_mut(|n| *n = list.head);
+            h.owned_prev.with_mut(|p| *p = None);
+            if let Some(old) = list.head {
+                old.as_ref().owned_prev.with_mut(|p| *p = Some(ptr));
+            }
+        }
+        list.head = Some(ptr);
+        list.len += 1;
+        Ok(())
+    }
+
+    /// Unlink a completed task. False if it was not linked (shutdown took it);
+    /// on true the caller now owns the list's reference.
+    pub(crate) fn remove(&self, ptr: NonNull<Header>) -> bool {
+        // SAFETY: the caller holds a reference, so the header is alive.
+        let id = unsafe { ptr.as_ref() }.id;
+        let mut list = lock(self.shard(id));
+        // SAFETY: links are guarded by the shard lock we hold.
+        unsafe {
+            let h = ptr.as_ref();
+            let prev = h.owned_prev.with(|p| *p);
+            let next = h.owned_next.with(|n| *n);
+            match prev {
+                Some(p) => p.as_ref().owned_next.with_mut(|n| *n = next),
+                None => {
+                    if list.head != Some(ptr) {
+                        return false; // not linked
+                    }
+                    list.head = next;
+                }
+            }
+            if let Some(n) = next {
+                n.as_ref().owned_prev.with_mut(|p| *p = prev);
+            }
+            h.owned_prev.with_mut(|p| *p = None);
+            h.owned_next.with_mut(|n| *n = None);
+        }
+        list.len -= 1;
+        true
+    }
+
+    /// Live tasks (a snapshot).
+    pub(crate) fn len(&self) -> usize {
+        self.shards.iter().map(|s| lock(s).len).sum()
+    }
+
+    /// Refuse new tasks from now on.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Release);
+        // Taking each lock once orders every later insert after the flag.
+        for s in self.shards.iter() {
+            drop(lock(s));
+        }
+    }
+
+    /// Unlink one task, handing over the list's reference.
+    pub(crate) fn pop(&self) -> Option<Task> {
+        for s in self.shards.iter() {
+            let mut list = lock(s);
+            if let Some(ptr) = list.head {
+                // SAFETY: under the lock; `ptr` is linked and alive (we hold its reference).
+                unsafe {
+                    let next = ptr.as_ref().owned_next.with(|n| *n);
+                    if let Some(n) = next {
+                        n.as_ref().owned_prev.with_mut(|p| *p = None);
+                    }
+                    ptr.as_ref().owned_next.with_mut(|n| *n = None);
+                    list.head = next;
+                }
+                list.len -= 1;
+                // SAFETY: the list's reference moves to the returned Task.
+                return Some(unsafe { Task::from_raw(ptr) });
+            }
+        }
+        None
+    }
+}

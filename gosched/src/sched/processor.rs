@@ -1,0 +1,160 @@
+//! Processor (P): a scheduling context. An M runs Gs only while it holds a P.
+//!
+//! A P owns: its status word (`status.rs`), a 256-slot run queue (`runq.rs`),
+//! `runnext` (the G readied most recently, run next, inheriting the time slice),
+//! its timers, and P-local caches (goroutine stacks, task ids, the steal RNG).
+//!
+//! Access rules:
+//! - `runq` tail and everything in `local` belong to the M holding the P with status
+//!   RUNNING. Code running inside a poll (status USER) must first CAS USER→RUNNING
+//!   (`sched::with_current_p` does this).
+//! - `runq` head and `runnext` may be taken by any M (stealing), by CAS.
+//! - `timers` has its own lock; any M may run a P's due timers.
+//! - `schedtick` is written by the owner, read by anyone (sysmon, schedtrace).
+
+use std::ptr::{self, NonNull};
+
+use super::runq::RunQueue;
+use super::status::PStatus;
+use super::task::{Header, Task};
+use crate::coro::stack::StackCache;
+use crate::loom::cell::UnsafeCell;
+use crate::loom::sync::atomic::{AtomicPtr, AtomicU32, Ordering::*};
+use crate::time::Timers;
+
+pub(crate) struct Processor {
+    pub(crate) id: usize,
+    pub(crate) status: PStatus,
+    pub(crate) runq: RunQueue<Header>,
+    pub(crate) runnext: AtomicPtr<Header>,
+    pub(crate) schedtick: AtomicU32,
+    pub(crate) timers: Timers,
+    local: UnsafeCell<Local>,
+}
+
+/// State only the owning M touches (status RUNNING).
+pub(crate) struct Local {
+    pub(crate) stacks: StackCache,
+    pub(crate) rng: u64,
+    pub(crate) id_next: u64,
+    pub(crate) id_end: u64,
+}
+
+// SAFETY: `local` is only accessed by the M that owns the P (status RUNNING),
+// which the status protocol makes exclusive; everything else is atomics or locks.
+unsafe impl Sync for Processor {}
+// SAFETY: as above; the contents are `Send`.
+unsafe impl Send for Processor {}
+
+/// Task ids are handed to Ps in batches, as Go's goidcache (16 per refill).
+pub(crate) const ID_BATCH: u64 = 16;
+
+impl Processor {
+    pub(crate) fn new(id: usize) -> Self {
+        Processor {
+            id,
+            status: PStatus::new(),
+            runq: RunQueue::new(),
+            runnext: AtomicPtr::new(ptr::null_mut()),
+            schedtick: AtomicU32::new(0),
+            timers: Timers::new(),
+            local: UnsafeCell::new(Local {
+                stacks: StackCache::new(),
+                rng: 0x9E37_79B9_7F4A_7C15 ^ (id as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
+                id_next: 0,
+                id_end: 0,
+            }),
+        }
+    }
+
+    /// P-local state.
+    ///
+    /// # Safety
+    /// The caller is the M holding this P with status RUNNING, and does not let the
+    /// reference outlive that (no reentrant call may take it again).
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn local(&self) -> &mut Local {
+        // SAFETY: exclusivity is the caller's obligation (see above).
+        self.local.with_mut(|l| unsafe { &mut *l })
+    }
+
+    /// Owner: put a readied task in `runnext` (Go's `runqput(next=true)`); the task
+    /// it displaces goes to the ring's tail. Overflow goes to `global`.
+    ///
+    /// # Safety
+    /// Owner only (status RUNNING, on the owning M).
+    pub(crate) unsafe fn runqput(&self, task: Task, next: bool, global: impl FnOnce(Vec<NonNull<Header>>)) {
+        let mut ptr = task.into_raw();
+        if next {
+            let old = self.runnext.swap(ptr.as_ptr(), AcqRel);
+            match NonNull::new(old) {
+                None => return,
+                Some(old) => ptr = old,
+            }
+        }
+        // SAFETY: owner.
+        unsafe { self.runq.push_back(ptr, global) };
+    }
+
+    /// Owner: next task to run and whether it inherits the time slice (it came
+    /// from `runnext`).
+    ///
+    /// # Safety
+    /// Owner only.
+    pub(crate) unsafe fn runqget(&self) -> Option<(Task, bool)> {
+        let next = self.runnext.load(Acquire);
+        if !next.is_null()
+            && self
+                .runnext
+                .compare_exchange(next, ptr::null_mut(), AcqRel, Relaxed)
+                .is_ok()
+        {
+            // SAFETY: runnext held an owned reference, now ours.
+            return Some((unsafe { Task::from_raw(NonNull::new_unchecked(next)) }, true));
+        }
+        // SAFETY: owner; ring items are owned references.
+        unsafe { self.runq.pop() }.map(|p| (unsafe { Task::from_raw(p) }, false))
+    }
+
+    /// Any M: take this P's `runnext` (only in the last steal round).
+    pub(crate) fn steal_runnext(&self) -> Option<Task> {
+        let next = self.runnext.load(Acquire);
+        if next.is_null() {
+            return None;
+        }
+        self.runnext
+            .compare_exchange(next, ptr::null_mut(), AcqRel, Relaxed)
+            .ok()
+            // SAFETY: we won the CAS: the reference is ours.
+            .map(|_| unsafe { Task::from_raw(NonNull::new_unchecked(next)) })
+    }
+
+    /// Queued work (ring + runnext), a racy snapshot.
+    pub(crate) fn has_work(&self) -> bool {
+        !self.runq.is_empty() || !self.runnext.load(Acquire).is_null()
+    }
+
+    /// Shutdown: take every queued task (no M runs any more).
+    pub(crate) fn drain(&self) -> Vec<Task> {
+        let mut out = Vec::new();
+        if let Some(t) = self.steal_runnext() {
+            out.push(t);
+        }
+        // SAFETY: called after every M has exited, so this thread is the only owner.
+        while let Some(p) = unsafe { self.runq.pop() } {
+            // SAFETY: ring items are owned references.
+            out.push(unsafe { Task::from_raw(p) });
+        }
+        out
+    }
+}
+
+/// xorshift64*: the steal-order RNG (Go uses a cheap per-M RNG too).
+pub(crate) fn fastrand(state: &mut u64) -> u64 {
+    let mut x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+}

@@ -1,0 +1,435 @@
+//! A Processor's local run queue: a fixed ring of 256 slots plus nothing else
+//! (`runnext` lives in `Processor`).
+//!
+//! # Protocol (Go's `runqput` / `runqget` / `runqgrab`)
+//!
+//! `head` and `tail` are free-running `u32` counters; slot `i` is `buf[i % CAP]`.
+//! The queue holds the items in `head..tail`.
+//!
+//! - Only the **owner** (the M holding the P) writes `tail`. It writes the slot
+//!   first, then publishes it with a store-release of `tail`.
+//! - **Anyone** may advance `head`, by CAS, after reading the slots it takes.
+//!   The owner pops one item (`pop`), a thief takes half (`steal_into`).
+//! - Slots are `AtomicPtr`s accessed with relaxed loads/stores. A thief may read a
+//!   slot that the owner is concurrently overwriting (after the item there was
+//!   consumed and the ring wrapped); that read is then discarded because the
+//!   thief's CAS on `head` fails. With plain memory this would be a data race;
+//!   atomics make it a benign stale read.
+//! - The owner can only overwrite slot `t % CAP` when `t - head < CAP` for a
+//!   `head` it loaded with acquire, i.e. after every consumer of that slot has
+//!   published its CAS; so an item is never overwritten before it was taken.
+//!
+//! Items are owned raw pointers (`NonNull<T>`): putting one in transfers
+//! ownership to the queue, taking one out transfers it back. Each item leaves the
+//! queue exactly once: either the owner's CAS or one thief's CAS covers it.
+//!
+//! Overflow (`runqputslow`): when the ring is full, the owner moves exactly half
+//! of it (128 items, from the head) plus the new item to the global queue in one
+//! batch. If a thief moved `head` meanwhile, the CAS fails and the put retries on
+//! the fast path, which now has room.
+
+use std::ptr::{self, NonNull};
+
+use crate::loom::sync::atomic::{AtomicPtr, AtomicU32, Ordering::*};
+
+/// Slots in a local run queue (Go and tokio use 256). Smaller under loom so the
+/// models can reach the wrap-around and overflow paths.
+#[cfg(not(loom))]
+pub(crate) const CAPACITY: usize = 256;
+#[cfg(loom)]
+pub(crate) const CAPACITY: usize = 4;
+
+const MASK: u32 = CAPACITY as u32 - 1;
+
+pub(crate) struct RunQueue<T> {
+    head: AtomicU32,
+    tail: AtomicU32,
+    buf: Box<[AtomicPtr<T>]>,
+}
+
+// SAFETY: the queue only moves owned `NonNull<T>` between threads; items are `Send`
+// because the caller only stores `Send` tasks in it.
+unsafe impl<T: Send> Send for RunQueue<T> {}
+// SAFETY: every shared access goes through atomics, per the protocol above.
+unsafe impl<T: Send> Sync for RunQueue<T> {}
+
+impl<T> RunQueue<T> {
+    pub(crate) fn new() -> Self {
+        RunQueue {
+            head: AtomicU32::new(0),
+            tail: AtomicU32::new(0),
+            buf: (0..CAPACITY)
+                .map(|_| AtomicPtr::new(ptr::null_mut()))
+                .collect(),
+        }
+    }
+
+    #[inline]
+    fn slot(&self, i: u32) -> &AtomicPtr<T> {
+        &self.buf[(i & MASK) as usize]
+    }
+
+    /// Number of items (a racy snapshot when called by non-owners).
+    pub(crate) fn len(&self) -> usize {
+        loop {
+            let h = self.head.load(Acquire);
+            let t = self.tail.load(Acquire);
+            // Re-read head: a consistent (h, t) pair has h unchanged across the tail read.
+            if self.head.load(Acquire) == h {
+                return t.wrapping_sub(h) as usize;
+            }
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Owner only. Put `item` at the tail. When the ring is full, `overflow` is
+    /// handed half of the ring (oldest first) followed by `item`, and must move
+    /// them all to the global queue.
+    ///
+    /// # Safety
+    /// Must be called only by the queue's owner (one thread at a time).
+    pub(crate) unsafe fn push_back(&self, item: NonNull<T>, overflow: impl FnOnce(Vec<NonNull<T>>)) {
+        let mut overflow = Some(overflow);
+        loop {
+            let h = self.head.load(Acquire);
+            // Only the owner writes tail: a relaxed load of our own store suffices.
+            let t = self.tail.load(Relaxed);
+            if t.wrapping_sub(h) < CAPACITY as u32 {
+                self.slot(t).store(item.as_ptr(), Relaxed);
+                self.tail.store(t.wrapping_add(1), Release);
+                return;
+            }
+            // Full: move half to the global queue (`runqputslow`).
+            let n = (CAPACITY / 2) as u32;
+            let mut batch = Vec::with_capacity(n as usize + 1);
+            for i in 0..n {
+                batch.push(self.slot(h.wrapping_add(i)).load(Relaxed));
+            }
+            if self
+                .head
+                .compare_exchange(h, h.wrapping_add(n), AcqRel, Relaxed)
+                .is_err()
+            {
+                // A thief took some: the fast path has room now.
+                continue;
+            }
+            let mut batch: Vec<NonNull<T>> = batch
+                .into_iter()
+                // SAFETY: slots in head..tail always hold non-null items.
+                .map(|p| unsafe { NonNull::new_unchecked(p) })
+                .collect();
+            batch.push(item);
+            (overflow.take().expect("overflow runs once"))(batch);
+            return;
+        }
+    }
+
+    /// Owner only. Take the item at the head.
+    ///
+    /// # Safety
+    /// Must be called only by the queue's owner.
+    pub(crate) unsafe fn pop(&self) -> Option<NonNull<T>> {
+        loop {
+            let h = self.head.load(Acquire);
+            let t = self.tail.load(Relaxed);
+            if h == t {
+                return None;
+            }
+            let item = self.slot(h).load(Relaxed);
+            if self
+                .head
+                .compare_exchange(h, h.wrapping_add(1), AcqRel, Relaxed)
+                .is_ok()
+            {
+                return NonNull::new(item);
+            }
+        }
+    }
+
+    /// Steal `ceil(n/2)` items from `self` (the victim) into `dst` (the thief's
+    /// own, empty-ish queue). Returns one stolen item to run now; the rest are in
+    /// `dst`. Go's `runqsteal`/`runqgrab`.
+    ///
+    /// # Safety
+    /// Must be called by the owner of `dst`, and `dst` must not be `self`.
+    pub(crate) unsafe fn steal_into(&self, dst: &RunQueue<T>) -> Option<NonNull<T>> {
+        let dst_tail = dst.tail.load(Relaxed);
+        let dst_head = dst.head.load(Acquire);
+        // Room in dst for at most half a ring; a thief only steals when its own
+        // queue is empty, so this holds in practice; bail out if not.
+        if dst_tail.wrapping_sub(dst_head) > (CAPACITY / 2) as u32 {
+            return None;
+        }
+        loop {
+            let h = self.head.load(Acquire);
+            let t = self.tail.load(Acquire);
+            let n = t.wrapping_sub(h);
+            if n == 0 {
+                return None;
+            }
+            if n > CAPACITY as u32 {
+                // Torn snapshot (head moved between the two loads): retry.
+                continue;
+            }
+            let n = n - n / 2;
+            for i in 0..n {
+                let item = self.slot(h.wrapping_add(i)).load(Relaxed);
+                dst.slot(dst_tail.wrapping_add(i)).store(item, Relaxed);
+            }
+            if self
+                .head
+                .compare_exchange(h, h.wrapping_add(n), AcqRel, Relaxed)
+                .is_ok()
+            {
+                // Keep the last one to run now; publish the others.
+                let last = dst.slot(dst_tail.wrapping_add(n - 1)).load(Relaxed);
+                if n > 1 {
+                    dst.tail.store(dst_tail.wrapping_add(n - 1), Release);
+                }
+                return NonNull::new(last);
+            }
+            // Lost the race: the copies in dst's free slots are discarded.
+        }
+    }
+}
+
+impl<T> Drop for RunQueue<T> {
+    fn drop(&mut self) {
+        // The scheduler drains every queue before dropping it (items are owned
+        // task references that need their own release). A leftover item here is a
+        // scheduler bug, not a user error.
+        if !std::thread::panicking() {
+            debug_assert!(self.is_empty(), "run queue dropped with items in it");
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    fn item(v: usize) -> NonNull<usize> {
+        NonNull::new(Box::into_raw(Box::new(v))).unwrap()
+    }
+    fn take(p: NonNull<usize>) -> usize {
+        // SAFETY: every item was made by `item` and leaves the queue exactly once.
+        *unsafe { Box::from_raw(p.as_ptr()) }
+    }
+
+    #[test]
+    fn fifo_and_overflow_moves_half_plus_one() {
+        let q = RunQueue::new();
+        let mut spilled = Vec::new();
+        for i in 0..CAPACITY + 1 {
+            // SAFETY: this thread is the owner.
+            unsafe { q.push_back(item(i), |b| spilled.extend(b.into_iter().map(take))) };
+        }
+        assert_eq!(spilled.len(), CAPACITY / 2 + 1);
+        assert_eq!(spilled[..CAPACITY / 2], (0..CAPACITY / 2).collect::<Vec<_>>()[..]);
+        assert_eq!(*spilled.last().unwrap(), CAPACITY);
+        assert_eq!(q.len(), CAPACITY / 2);
+        let mut rest = Vec::new();
+        // SAFETY: owner.
+        while let Some(p) = unsafe { q.pop() } {
+            rest.push(take(p));
+        }
+        assert_eq!(rest, (CAPACITY / 2..CAPACITY).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn steal_takes_ceil_half() {
+        let victim = RunQueue::new();
+        let thief = RunQueue::new();
+        for i in 0..7 {
+            // SAFETY: owner.
+            unsafe { victim.push_back(item(i), |_| unreachable!()) };
+        }
+        // SAFETY: this thread owns `thief`.
+        let first = unsafe { victim.steal_into(&thief) }.unwrap();
+        assert_eq!(take(first), 3);
+        assert_eq!(thief.len(), 3);
+        assert_eq!(victim.len(), 3);
+        // SAFETY: owner of both.
+        unsafe {
+            while let Some(p) = thief.pop() {
+                take(p);
+            }
+            while let Some(p) = victim.pop() {
+                take(p);
+            }
+        }
+    }
+
+    /// Stress: an owner pushing and popping while two thieves steal; every item is
+    /// taken exactly once.
+    #[test]
+    fn stress_no_item_lost_or_duplicated() {
+        const N: usize = 200_000;
+        struct Shared {
+            victim: RunQueue<usize>,
+            done: AtomicBool,
+        }
+        let shared = Arc::new(Shared {
+            victim: RunQueue::new(),
+            done: AtomicBool::new(false),
+        });
+        let thieves: Vec<_> = (0..2)
+            .map(|_| {
+                let s = shared.clone();
+                std::thread::spawn(move || {
+                    let mine = RunQueue::new();
+                    let mut got = Vec::new();
+                    loop {
+                        let done = s.done.load(Acquire);
+                        // SAFETY: this thread owns `mine`.
+                        if let Some(p) = unsafe { s.victim.steal_into(&mine) } {
+                            got.push(take(p));
+                            // SAFETY: owner of `mine`.
+                            while let Some(p) = unsafe { mine.pop() } {
+                                got.push(take(p));
+                            }
+                        } else if done {
+                            return got;
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut got = Vec::new();
+        for i in 0..N {
+            // SAFETY: this thread owns `victim`.
+            unsafe {
+                shared
+                    .victim
+                    .push_back(item(i), |b| got.extend(b.into_iter().map(take)));
+                if i % 3 == 0 {
+                    if let Some(p) = shared.victim.pop() {
+                        got.push(take(p));
+                    }
+                }
+            }
+        }
+        shared.done.store(true, Release);
+        // SAFETY: owner.
+        while let Some(p) = unsafe { shared.victim.pop() } {
+            got.push(take(p));
+        }
+        for t in thieves {
+            got.extend(t.join().unwrap());
+        }
+        assert_eq!(got.len(), N);
+        let set: HashSet<_> = got.into_iter().collect();
+        assert_eq!(set.len(), N);
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    fn item(v: usize) -> NonNull<usize> {
+        NonNull::new(Box::into_raw(Box::new(v))).unwrap()
+    }
+    fn take(p: NonNull<usize>) -> usize {
+        // SAFETY: every item was made by `item` and leaves the queue exactly once.
+        *unsafe { Box::from_raw(p.as_ptr()) }
+    }
+
+    /// The owner pushes past capacity (overflow to "global") and pops while a thief
+    /// steals: every item comes out exactly once.
+    #[test]
+    fn put_get_steal_no_loss_no_dup() {
+        loom::model(|| {
+            let victim = Arc::new(RunQueue::new());
+            let v2 = victim.clone();
+            let thief = thread::spawn(move || {
+                let mine = RunQueue::new();
+                let mut got = Vec::new();
+                // SAFETY: this thread owns `mine`.
+                unsafe {
+                    if let Some(p) = v2.steal_into(&mine) {
+                        got.push(take(p));
+                    }
+                    while let Some(p) = mine.pop() {
+                        got.push(take(p));
+                    }
+                }
+                got
+            });
+            let mut got = Vec::new();
+            // SAFETY: this thread owns `victim`.
+            unsafe {
+                for i in 0..CAPACITY + 1 {
+                    victim.push_back(item(i), |b| got.extend(b.into_iter().map(take)));
+                }
+                if let Some(p) = victim.pop() {
+                    got.push(take(p));
+                }
+            }
+            got.extend(thief.join().unwrap());
+            // SAFETY: the thief has finished; this thread owns `victim`.
+            unsafe {
+                while let Some(p) = victim.pop() {
+                    got.push(take(p));
+                }
+            }
+            got.sort_unstable();
+            assert_eq!(got, (0..CAPACITY + 1).collect::<Vec<_>>());
+        });
+    }
+
+    /// Two thieves against one owner that pops: exactly-once delivery.
+    #[test]
+    fn two_thieves() {
+        loom::model(|| {
+            let victim = Arc::new(RunQueue::new());
+            // SAFETY: this thread owns `victim`.
+            unsafe {
+                for i in 0..3 {
+                    victim.push_back(item(i), |_| unreachable!());
+                }
+            }
+            let thieves: Vec<_> = (0..2)
+                .map(|_| {
+                    let v = victim.clone();
+                    thread::spawn(move || {
+                        let mine = RunQueue::new();
+                        let mut got = Vec::new();
+                        // SAFETY: this thread owns `mine`.
+                        unsafe {
+                            if let Some(p) = v.steal_into(&mine) {
+                                got.push(take(p));
+                            }
+                            while let Some(p) = mine.pop() {
+                                got.push(take(p));
+                            }
+                        }
+                        got
+                    })
+                })
+                .collect();
+            let mut got = Vec::new();
+            // SAFETY: owner.
+            if let Some(p) = unsafe { victim.pop() } {
+                got.push(take(p));
+            }
+            for t in thieves {
+                got.extend(t.join().unwrap());
+            }
+            // SAFETY: owner, thieves done.
+            while let Some(p) = unsafe { victim.pop() } {
+                got.push(take(p));
+            }
+            got.sort_unstable();
+            assert_eq!(got, vec![0, 1, 2]);
+        });
+    }
+}
