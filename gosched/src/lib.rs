@@ -100,7 +100,9 @@ pub fn yield_now() {
     if coro::in_goroutine() {
         coro::yield_goroutine();
     } else if sched::in_async_task() {
-        panic!("gosched::yield_now called from an async task: use gosched::task::yield_now().await");
+        panic!(
+            "gosched::yield_now called from an async task: use gosched::task::yield_now().await"
+        );
     } else {
         std::thread::yield_now();
     }

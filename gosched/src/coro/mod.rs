@@ -55,10 +55,11 @@ use std::task::{Context, Poll, Waker};
 
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
-use crate::sched::{self, task::JoinHandle, Shared};
 use crate::loom::sync::Arc;
+use crate::sched::{self, task::JoinHandle, Shared};
 use overflow::CurrentGoroutine;
-use stack::{Stack, StackError};
+use stack::Stack;
+pub use stack::StackError;
 
 /// Default goroutine stack size: 256 KiB of reserved address space; only touched
 /// pages cost memory (see the module docs).
@@ -162,15 +163,21 @@ where
         let this = unsafe { self.get_unchecked_mut() };
         if this.co.is_none() {
             let stack = acquire_stack(this.ctx.info.stack_size).unwrap_or_else(|e| {
-                panic!("gosched: cannot allocate a stack for goroutine {}: {e}", this.ctx.info.id)
+                panic!(
+                    "gosched: cannot allocate a stack for goroutine {}: {e}",
+                    this.ctx.info.id
+                )
             });
             let f = this.f.take().expect("goroutine started twice");
             let ctx: *const GoroutineCtx = &this.ctx;
-            this.co = Some(Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
-                // SAFETY: `ctx` is pinned inside the task and outlives the coroutine.
-                unsafe { (*ctx).yielder.set(y) };
-                f()
-            }));
+            this.co = Some(Coroutine::with_stack(
+                stack,
+                move |y: &Yielder<(), ()>, ()| {
+                    // SAFETY: `ctx` is pinned inside the task and outlives the coroutine.
+                    unsafe { (*ctx).yielder.set(y) };
+                    f()
+                },
+            ));
         }
         this.ctx
             .cx
@@ -341,37 +348,26 @@ impl Go {
         sched::with_current(|shared| self.spawn_on(shared, f))
     }
 
-    pub(crate) fn spawn_on<F, T>(self, shared: &Arc<Shared>, f: F) -> Result<JoinHandle<T>, SpawnError>
+    pub(crate) fn spawn_on<F, T>(
+        self,
+        shared: &Arc<Shared>,
+        f: F,
+    ) -> Result<JoinHandle<T>, SpawnError>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
         let size = self.stack_size.unwrap_or(shared.config.stack_size);
         let size = stack::round_size(size).map_err(SpawnError::Stack)?;
-        check_map_budget(shared).map_err(SpawnError::Stack)?;
+        // With mprotect guards (kernels without MADV_GUARD_INSTALL) refuse at spawn
+        // time what could not get a stack within vm.max_map_count.
+        shared
+            .stacks
+            .check_map_budget()
+            .map_err(SpawnError::Stack)?;
         let name = self.name;
         Ok(shared.spawn_with_id(move |id| Goroutine::new(f, id, name, size)))
     }
-}
-
-/// With `mprotect` guards (kernels without `MADV_GUARD_INSTALL`) every guarded
-/// stack costs two kernel memory maps: refuse a goroutine that could not get a
-/// stack within `vm.max_map_count`, at spawn time, with an error naming the sysctl.
-fn check_map_budget(shared: &Shared) -> Result<(), StackError> {
-    if stack::guard_mode() != stack::GuardMode::Mprotect {
-        return Ok(());
-    }
-    let max = stack::max_map_count();
-    let guarded = shared.stacks.stats().guarded_stacks;
-    // Maps the process needs besides stacks (code, heap, thread stacks, ...).
-    const MARGIN: usize = 1024;
-    if 2 * (guarded + 1) + MARGIN > max {
-        return Err(StackError::MapCountExhausted {
-            max_map_count: max,
-            guarded_stacks: guarded,
-        });
-    }
-    Ok(())
 }
 
 /// Block on `fut`: inside a goroutine only the goroutine parks (its M runs other

@@ -18,14 +18,17 @@
 //! # Pieces and who writes what
 //!
 //! * **Slab registry** — a fixed array of [`REGISTRY_SLOTS`] entries
-//!   `[start, end), stride, guard` written by the stack pool (under its lock)
-//!   when it maps or unmaps a slab, and read lock-free by the handler. A slot
+//!   `[start, end), stride, guard` written by the stack pool when it maps a
+//!   slab (under the pool lock) or unmaps one (in the pool's `Drop`), and
+//!   read lock-free by the handler. A slot
 //!   is claimed with a CAS on `claimed`; its fields are published through a
 //!   per-slot sequence lock (`seq` odd while written) so that a reader never
 //!   trusts a half-written entry. When the array is full, registration
 //!   returns `None`: the guard still works, and the handler falls back to a
 //!   heuristic (a fault within 64 KiB of the interrupted stack pointer while a
-//!   goroutine is current is reported as a probable overflow).
+//!   goroutine is current is reported as a probable overflow, with the size
+//!   from `CurrentGoroutine::stack_size`). The same heuristic covers a
+//!   goroutine running on a stack that is not from a pool.
 //! * **Current goroutine** — a `const`-initialised thread-local
 //!   `Cell<*const CurrentGoroutine>` without destructor, so reading it from a
 //!   signal handler touches no lazy initialisation. The scheduler sets it
@@ -53,7 +56,7 @@ use std::ptr;
 use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Once};
 
-use super::stack::{guard_mode, page_size, GuardMode};
+use super::stack::{guard_mode, page_size, GuardMode, MADV_GUARD_INSTALL};
 
 /// Slabs the registry can describe. One slab holds up to 1 GiB of stacks, so
 /// 4096 entries cover far more than any realistic process.
@@ -417,7 +420,7 @@ fn report(addr: usize, hit: Option<GuardHit>, g: *const CurrentGoroutine) {
     m.str("goroutine stack overflow: goroutine ");
     match g {
         Some(g) => {
-            m.dec(g.id as usize);
+            m.dec(g.id);
             if let Some(name) = g.name.as_deref() {
                 m.str(" \"");
                 let b = name.as_bytes();
@@ -437,7 +440,7 @@ fn report(addr: usize, hit: Option<GuardHit>, g: *const CurrentGoroutine) {
     } else {
         " probably overflowed its "
     });
-    m.dec(size);
+    m.dec(size as u64);
     m.str("-byte stack\n  (fault address ");
     m.hex(addr);
     match hit {
@@ -487,7 +490,7 @@ impl Msg {
         self.bytes(s.as_bytes());
     }
 
-    fn dec(&mut self, mut n: usize) {
+    fn dec(&mut self, mut n: u64) {
         let mut tmp = [0u8; 20];
         let mut i = tmp.len();
         loop {
@@ -617,9 +620,7 @@ pub(crate) fn ensure_thread_altstack() {
             // SAFETY: the lowest page of our fresh mapping becomes its guard.
             let guarded = unsafe {
                 match guard_mode() {
-                    GuardMode::Madvise => {
-                        libc::madvise(map, page, 102 /* MADV_GUARD_INSTALL */)
-                    }
+                    GuardMode::Madvise => libc::madvise(map, page, MADV_GUARD_INSTALL),
                     GuardMode::Mprotect => libc::mprotect(map, page, libc::PROT_NONE),
                 }
             } == 0;
@@ -695,7 +696,7 @@ mod tests {
         let mut m = Msg::new();
         m.dec(0);
         m.str(" ");
-        m.dec(usize::MAX);
+        m.dec(u64::MAX);
         m.str(" ");
         m.hex(0);
         m.str(" ");

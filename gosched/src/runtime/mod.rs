@@ -201,7 +201,12 @@ fn shutdown(shared: &Arc<Shared>, timeout: Option<Duration>) -> bool {
         let mut live = shared.live_ms.lock().unwrap_or_else(|e| e.into_inner());
         while *live > 0 {
             match deadline {
-                None => live = shared.ms_exited.wait(live).unwrap_or_else(|e| e.into_inner()),
+                None => {
+                    live = shared
+                        .ms_exited
+                        .wait(live)
+                        .unwrap_or_else(|e| e.into_inner())
+                }
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {

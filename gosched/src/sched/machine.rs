@@ -52,7 +52,7 @@ use super::status;
 use super::task::{Polled, Task};
 use super::Shared;
 use crate::loom::lock;
-use crate::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
+use crate::loom::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering::*};
 use crate::loom::sync::Arc;
 use crate::time::{now_ns, NEVER};
 
@@ -324,6 +324,8 @@ impl MachineCtx {
             if self.spinning.get() {
                 self.spinning.set(false);
                 shared.nmspinning.fetch_sub(1, SeqCst);
+                // StoreLoad: pairs with the submitter's fence in `wakep_if_idle`.
+                fence(SeqCst);
                 let work = shared.global_len() > 0
                     || shared
                         .procs
@@ -498,9 +500,7 @@ impl MachineCtx {
         }
         let now = now_ns();
         if next > now && !shared.shutdown.load(Acquire) {
-            self.m
-                .parker
-                .wait_timeout(Duration::from_nanos(next - now));
+            self.m.parker.wait_timeout(Duration::from_nanos(next - now));
         }
         {
             let mut sl = lock(&shared.sleeper);

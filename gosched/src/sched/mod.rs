@@ -85,7 +85,9 @@ impl Shared {
     pub(crate) fn new(config: Config) -> Arc<Shared> {
         let n = config.procs;
         Arc::new_cyclic(|me| Shared {
-            procs: (0..n).map(|i| CachePadded::new(Processor::new(i))).collect(),
+            procs: (0..n)
+                .map(|i| CachePadded::new(Processor::new(i)))
+                .collect(),
             sched: Mutex::new(Sched {
                 global: VecDeque::new(),
                 // Every P starts idle; the last one is taken first (LIFO).
@@ -120,7 +122,10 @@ impl Shared {
 
     /// Spawn a task; `make` builds its future from its id. The new G goes to the
     /// current P's `runnext` (Go's `newproc`), then `wakep`.
-    pub(crate) fn spawn_with_id<F>(self: &Arc<Self>, make: impl FnOnce(u64) -> F) -> JoinHandle<F::Output>
+    pub(crate) fn spawn_with_id<F>(
+        self: &Arc<Self>,
+        make: impl FnOnce(u64) -> F,
+    ) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,

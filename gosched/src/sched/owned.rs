@@ -33,12 +33,7 @@ impl OwnedTasks {
         let n = (procs * 4).next_power_of_two();
         OwnedTasks {
             shards: (0..n)
-                .map(|_| {
-                    Mutex::new(List {
-                        head: None,
-                        len: 0,
-                    })
-                })
+                .map(|_| Mutex::new(List { head: None, len: 0 }))
                 .collect(),
             mask: n as u64 - 1,
             closed: AtomicBool::new(false),

@@ -83,7 +83,12 @@ impl Processor {
     ///
     /// # Safety
     /// Owner only (status RUNNING, on the owning M).
-    pub(crate) unsafe fn runqput(&self, task: Task, next: bool, global: impl FnOnce(Vec<NonNull<Header>>)) {
+    pub(crate) unsafe fn runqput(
+        &self,
+        task: Task,
+        next: bool,
+        global: impl FnOnce(Vec<NonNull<Header>>),
+    ) {
         let mut ptr = task.into_raw();
         if next {
             let old = self.runnext.swap(ptr.as_ptr(), AcqRel);
@@ -110,7 +115,10 @@ impl Processor {
                 .is_ok()
         {
             // SAFETY: runnext held an owned reference, now ours.
-            return Some((unsafe { Task::from_raw(NonNull::new_unchecked(next)) }, true));
+            return Some((
+                unsafe { Task::from_raw(NonNull::new_unchecked(next)) },
+                true,
+            ));
         }
         // SAFETY: owner; ring items are owned references.
         unsafe { self.runq.pop() }.map(|p| (unsafe { Task::from_raw(p) }, false))

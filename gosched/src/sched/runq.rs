@@ -91,7 +91,11 @@ impl<T> RunQueue<T> {
     ///
     /// # Safety
     /// Must be called only by the queue's owner (one thread at a time).
-    pub(crate) unsafe fn push_back(&self, item: NonNull<T>, overflow: impl FnOnce(Vec<NonNull<T>>)) {
+    pub(crate) unsafe fn push_back(
+        &self,
+        item: NonNull<T>,
+        overflow: impl FnOnce(Vec<NonNull<T>>),
+    ) {
         let mut overflow = Some(overflow);
         loop {
             let h = self.head.load(Acquire);
@@ -231,7 +235,10 @@ mod tests {
             unsafe { q.push_back(item(i), |b| spilled.extend(b.into_iter().map(take))) };
         }
         assert_eq!(spilled.len(), CAPACITY / 2 + 1);
-        assert_eq!(spilled[..CAPACITY / 2], (0..CAPACITY / 2).collect::<Vec<_>>()[..]);
+        assert_eq!(
+            spilled[..CAPACITY / 2],
+            (0..CAPACITY / 2).collect::<Vec<_>>()[..]
+        );
         assert_eq!(*spilled.last().unwrap(), CAPACITY);
         assert_eq!(q.len(), CAPACITY / 2);
         let mut rest = Vec::new();

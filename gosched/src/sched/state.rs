@@ -254,4 +254,50 @@ mod loom_tests {
             }
         });
     }
+
+    /// The runner completes while the JoinHandle is dropped and a waker fires:
+    /// the output is dropped exactly once, nothing is submitted after completion,
+    /// and exactly one party frees the task.
+    #[test]
+    fn complete_vs_join_drop_vs_wake() {
+        use loom::sync::atomic::AtomicUsize;
+        loom::model(|| {
+            let s = Arc::new(State::new()); // refs: queue + join
+            s.ref_inc(); // a waker's reference
+            let output_drops = Arc::new(AtomicUsize::new(0));
+            let frees = Arc::new(AtomicUsize::new(0));
+            assert_eq!(s.transition_to_running(), Run::Poll);
+
+            let (s1, d1, f1) = (s.clone(), output_drops.clone(), frees.clone());
+            let join = thread::spawn(move || {
+                let prev = s1.unset_join_interest();
+                if prev & COMPLETE != 0 {
+                    d1.fetch_add(1, SeqCst);
+                }
+                if s1.ref_dec() {
+                    f1.fetch_add(1, SeqCst);
+                }
+            });
+            let (s2, f2) = (s.clone(), frees.clone());
+            let waker = thread::spawn(move || {
+                let n = s2.transition_to_notified_by_ref();
+                assert_eq!(n, Notify::DoNothing, "running or complete: never submitted");
+                if s2.ref_dec() {
+                    f2.fetch_add(1, SeqCst);
+                }
+            });
+            // The runner: output stored, publish COMPLETE.
+            let snap = s.transition_to_complete();
+            if snap & JOIN_INTEREST == 0 {
+                output_drops.fetch_add(1, SeqCst);
+            }
+            if s.ref_dec() {
+                frees.fetch_add(1, SeqCst);
+            }
+            join.join().unwrap();
+            waker.join().unwrap();
+            assert_eq!(output_drops.load(SeqCst), 1);
+            assert_eq!(frees.load(SeqCst), 1);
+        });
+    }
 }

@@ -156,7 +156,11 @@ pub(crate) unsafe fn drop_ref(ptr: NonNull<Header>) {
 
 /// Allocate a task for `future`. Returns the run-queue reference, the join
 /// handle, and a third reference for the owned-task list.
-pub(crate) fn new_task<F>(future: F, id: u64, shared: Arc<Shared>) -> (Task, JoinHandle<F::Output>, Task)
+pub(crate) fn new_task<F>(
+    future: F,
+    id: u64,
+    shared: Arc<Shared>,
+) -> (Task, JoinHandle<F::Output>, Task)
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
@@ -287,7 +291,8 @@ unsafe fn complete<F: Future>(ptr: NonNull<Header>, out: Result<F::Output, JoinE
     // Storing drops the future first (if still there), which may run user code.
     let _ = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: RUNNING gives exclusive access to the stage.
-        cell.stage.with_mut(|s| unsafe { *s = Stage::Finished(out) })
+        cell.stage
+            .with_mut(|s| unsafe { *s = Stage::Finished(out) })
     }));
     let snapshot = cell.header.state.transition_to_complete();
     if snapshot & state::JOIN_INTEREST == 0 {
@@ -619,7 +624,12 @@ impl fmt::Debug for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.repr {
             Repr::Cancelled => write!(f, "JoinError::Cancelled({})", self.id),
-            Repr::Panic(_) => write!(f, "JoinError::Panic({}, {:?})", self.id, self.panic_message()),
+            Repr::Panic(_) => write!(
+                f,
+                "JoinError::Panic({}, {:?})",
+                self.id,
+                self.panic_message()
+            ),
         }
     }
 }

@@ -223,8 +223,7 @@ impl Future for Sleep {
 impl Drop for Sleep {
     fn drop(&mut self) {
         if let Some(e) = &self.entry {
-            if e
-                .state
+            if e.state
                 .compare_exchange(ARMED, STOPPED, AcqRel, Acquire)
                 .is_ok()
             {

@@ -1,0 +1,51 @@
+//! Test helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+/// A minimal one-shot signal: `Gate::wait()` is a future that completes once
+/// `open()` was called (from any thread). Used to park goroutines and tasks
+/// until channels exist.
+#[derive(Clone, Default)]
+pub struct Gate(Arc<Mutex<(bool, Option<Waker>)>>);
+
+impl Gate {
+    pub fn new() -> Self {
+        Gate::default()
+    }
+    pub fn open(&self) {
+        let w = {
+            let mut g = self.0.lock().unwrap();
+            g.0 = true;
+            g.1.take()
+        };
+        if let Some(w) = w {
+            w.wake();
+        }
+    }
+    pub fn wait(&self) -> GateWait {
+        GateWait(self.0.clone())
+    }
+}
+
+pub struct GateWait(Arc<Mutex<(bool, Option<Waker>)>>);
+
+impl Future for GateWait {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut g = self.0.lock().unwrap();
+        if g.0 {
+            Poll::Ready(())
+        } else {
+            g.1 = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    }
+}
+
+pub fn rt(procs: usize) -> gosched::Runtime {
+    gosched::Builder::new().procs(procs).build().unwrap()
+}

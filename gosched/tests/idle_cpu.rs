@@ -1,0 +1,47 @@
+//! An idle runtime uses ~0% CPU. In its own test binary so that no other test's
+//! work is counted in the process CPU time.
+
+use std::time::{Duration, Instant};
+
+fn rt(procs: usize) -> gosched::Runtime {
+    gosched::Builder::new().procs(procs).build().unwrap()
+}
+
+/// An idle runtime with a pending timer uses no CPU while it waits: the M sleeps
+/// until the deadline instead of polling.
+#[test]
+fn idle_runtime_uses_no_cpu() {
+    let rt = rt(2);
+    // Warm up the Ms.
+    rt.block_on(rt.go(|| ())).unwrap();
+    let h = rt.go(|| gosched::time::sleep(Duration::from_millis(300)));
+    let before = process_cpu();
+    let t = Instant::now();
+    rt.block_on(h).unwrap();
+    let wall = t.elapsed();
+    let cpu = process_cpu() - before;
+    assert!(wall >= Duration::from_millis(250));
+    // Generous bound: a busy-waiting M would burn ~300 ms here.
+    assert!(
+        cpu < Duration::from_millis(60),
+        "idle runtime burned {cpu:?} CPU in {wall:?}"
+    );
+}
+
+fn process_cpu() -> Duration {
+    let mut ts = libc_timespec();
+    // SAFETY: valid pointer to a timespec.
+    unsafe {
+        clock_gettime(2 /* CLOCK_PROCESS_CPUTIME_ID */, &mut ts)
+    };
+    Duration::new(ts.0 as u64, ts.1 as u32)
+}
+
+#[repr(C)]
+struct Ts(i64, i64);
+fn libc_timespec() -> Ts {
+    Ts(0, 0)
+}
+extern "C" {
+    fn clock_gettime(clk: i32, ts: *mut Ts) -> i32;
+}

@@ -1,0 +1,237 @@
+//! Runtime behaviour: spawning, joining, panics, cancellation, shutdown.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering::*};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{rt, Gate};
+
+#[test]
+fn goroutine_and_task_results() {
+    let rt = rt(2);
+    assert_eq!(rt.block_on(rt.go(|| 1 + 1)).unwrap(), 2);
+    assert_eq!(rt.block_on(rt.spawn(async { "task" })).unwrap(), "task");
+    // A goroutine blocking on an async task's handle, and a task awaiting a goroutine.
+    let h = rt.go(|| gosched::spawn(async { 20 }).join().unwrap() + 22);
+    assert_eq!(rt.block_on(h).unwrap(), 42);
+    let h = rt.spawn(async { gosched::go(|| 7).await.unwrap() * 6 });
+    assert_eq!(rt.block_on(h).unwrap(), 42);
+}
+
+#[test]
+fn join_from_plain_thread_and_is_finished() {
+    let rt = rt(2);
+    let gate = Gate::new();
+    let g2 = gate.clone();
+    let h = rt.go(move || {
+        gosched::block_on(g2.wait());
+        5
+    });
+    assert!(!h.is_finished());
+    let t = std::thread::spawn(move || h.join().unwrap());
+    gate.open();
+    assert_eq!(t.join().unwrap(), 5);
+}
+
+#[test]
+fn panic_becomes_join_error_and_runtime_survives() {
+    let rt = rt(2);
+    for _ in 0..100 {
+        let e = rt
+            .block_on(rt.go(|| -> () { panic!("goroutine boom") }))
+            .unwrap_err();
+        assert!(e.is_panic() && !e.is_cancelled());
+        assert_eq!(e.panic_message(), Some("goroutine boom"));
+        let e = rt
+            .block_on(rt.spawn(async { panic!("task {}", String::from("boom")) }))
+            .unwrap_err();
+        assert_eq!(e.panic_message(), Some("task boom"));
+        let payload = e.into_panic();
+        assert_eq!(payload.downcast_ref::<String>().unwrap(), "task boom");
+    }
+    // Still schedules on both Ps afterwards.
+    let hs: Vec<_> = (0..100).map(|i| rt.go(move || i)).collect();
+    let sum: i32 = hs.into_iter().map(|h| rt.block_on(h).unwrap()).sum();
+    assert_eq!(sum, 4950);
+}
+
+#[test]
+fn abort_cancels_pending_task_and_goroutine() {
+    let rt = rt(2);
+    struct Flag(Arc<AtomicUsize>);
+    impl Drop for Flag {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let f = Flag(dropped.clone());
+    let h = rt.spawn(async move {
+        let _f = f;
+        std::future::pending::<()>().await
+    });
+    h.abort();
+    let e = rt.block_on(h).unwrap_err();
+    assert!(e.is_cancelled());
+    assert_eq!(dropped.load(SeqCst), 1);
+
+    // A goroutine parked in block_on is unwound: its locals are dropped.
+    let f = Flag(dropped.clone());
+    let started = Gate::new();
+    let s2 = started.clone();
+    let h = rt.go(move || {
+        let _f = f;
+        s2.open();
+        gosched::block_on(std::future::pending::<()>());
+    });
+    rt.block_on(started.wait());
+    h.abort();
+    assert!(rt.block_on(h).unwrap_err().is_cancelled());
+    assert_eq!(dropped.load(SeqCst), 2);
+
+    // Abort after completion changes nothing.
+    let h = rt.spawn(async { 3 });
+    while !h.is_finished() {
+        std::thread::yield_now();
+    }
+    h.abort();
+    assert_eq!(rt.block_on(h).unwrap(), 3);
+}
+
+#[test]
+fn detached_output_is_dropped() {
+    let rt = rt(2);
+    let drops = Arc::new(AtomicUsize::new(0));
+    struct D(Arc<AtomicUsize>);
+    impl Drop for D {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+    for _ in 0..1000 {
+        let d = D(drops.clone());
+        drop(rt.spawn(async move { d }));
+        let d = D(drops.clone());
+        drop(rt.go(move || d));
+    }
+    // The runtime drop below completes or cancels everything; the values are
+    // dropped either way, exactly once.
+    drop(rt);
+    assert_eq!(drops.load(SeqCst), 2000);
+}
+
+#[test]
+fn nested_spawns() {
+    let rt = rt(2);
+    fn tree(depth: u32) -> u64 {
+        if depth == 0 {
+            return 1;
+        }
+        let a = gosched::go(move || tree(depth - 1));
+        let b = gosched::spawn(async move { gosched::go(move || tree(depth - 1)).await.unwrap() });
+        a.join().unwrap() + b.join().unwrap()
+    }
+    assert_eq!(rt.block_on(rt.go(|| tree(12))).unwrap(), 1 << 12);
+}
+
+#[test]
+fn shutdown_with_parked_goroutines_does_not_hang() {
+    let rt = rt(2);
+    let drops = Arc::new(AtomicUsize::new(0));
+    struct D(Arc<AtomicUsize>);
+    impl Drop for D {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+    let parked = Arc::new(AtomicUsize::new(0));
+    let mut handles = Vec::new();
+    for _ in 0..1000 {
+        let (d, p) = (D(drops.clone()), parked.clone());
+        handles.push(rt.go(move || {
+            let _d = d;
+            p.fetch_add(1, SeqCst);
+            gosched::block_on(std::future::pending::<()>());
+        }));
+        let (d, p) = (D(drops.clone()), parked.clone());
+        handles.push(rt.spawn(async move {
+            let _d = d;
+            p.fetch_add(1, SeqCst);
+            std::future::pending::<()>().await;
+        }));
+    }
+    // Everything has run once and parked.
+    rt.block_on(async {
+        while parked.load(SeqCst) < 2000 {
+            gosched::task::yield_now().await;
+        }
+    });
+    assert!(rt.shutdown_timeout(Duration::from_secs(30)));
+    assert_eq!(
+        drops.load(SeqCst),
+        2000,
+        "every parked G was cancelled and dropped"
+    );
+    for h in handles {
+        assert!(h.is_finished());
+        assert!(gosched::block_on(h).unwrap_err().is_cancelled());
+    }
+}
+
+#[test]
+fn spawn_after_shutdown_is_cancelled() {
+    let rt = rt(1);
+    let h = rt.spawn(std::future::pending::<()>());
+    let inner = rt.block_on(async { gosched::spawn(async { 1 }) });
+    drop(rt);
+    assert!(gosched::block_on(h).unwrap_err().is_cancelled());
+    // The inner task either ran or was cancelled; it never hangs.
+    let _ = gosched::block_on(inner);
+}
+
+#[test]
+fn global_runtime_and_introspection() {
+    let h = gosched::go(|| gosched::runtime::procs());
+    assert!(h.join().unwrap() >= 1);
+    let gate = Gate::new();
+    let g2 = gate.clone();
+    let before = gosched::runtime::num_goroutine();
+    let h = gosched::go(move || gosched::block_on(g2.wait()));
+    assert!(gosched::runtime::num_goroutine() > before);
+    gate.open();
+    h.join().unwrap();
+}
+
+#[test]
+fn names_ids_and_builder() {
+    let rt = gosched::Builder::new()
+        .procs(2)
+        .stack_size(64 * 1024)
+        .max_threads(16)
+        .build()
+        .unwrap();
+    let h = rt.block_on(async {
+        gosched::Go::new()
+            .name("named")
+            .stack_size(1 << 20)
+            .spawn(|| 1)
+    });
+    let id = h.id();
+    assert_eq!(rt.block_on(h).unwrap(), 1);
+    let h2 = rt.go(|| 2);
+    assert_ne!(h2.id(), id);
+    assert_eq!(rt.block_on(h2).unwrap(), 2);
+    assert!(gosched::Builder::new().stack_size(1 << 40).build().is_err());
+}
+
+#[test]
+#[should_panic(expected = "`.await`")]
+fn block_on_inside_async_task_panics_clearly() {
+    let rt = rt(1);
+    let h = rt.spawn(async { gosched::block_on(async { 1 }) });
+    if let Err(e) = rt.block_on(h) {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
