@@ -1,0 +1,56 @@
+// Helpers shared by every Go peer; built together with each program:
+// GO111MODULE=off go build -o <bin> <program>.go common.go
+// Kept to Go 1.19 (Debian's golang-go) so that either toolchain builds it.
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// warmUp spawns and waits for one goroutine, as the Rust runtimes are warmed.
+func warmUp() {
+	c := make(chan struct{})
+	go func() { close(c) }()
+	<-c
+}
+
+// report prints the JSON line that gosched-bench reads.
+func report(workload string, size int64, elapsed time.Duration, result int64, rssBeforeKB, rssAfterKB int64) {
+	fmt.Printf("{\"workload\":%q,\"impl\":\"go\",\"procs\":%d,\"size\":%d,\"elapsed_ns\":%d,\"result\":%d,\"rss_before_kb\":%d,\"rss_after_kb\":%d,\"vmhwm_kb\":%d}\n",
+		workload, runtime.GOMAXPROCS(0), size, elapsed.Nanoseconds(), result, rssBeforeKB, rssAfterKB, statusKB("VmHWM"))
+}
+
+// statusKB reads a kB field of /proc/self/status (VmRSS, VmHWM).
+func statusKB(field string) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, field+":") {
+			v := strings.TrimSpace(strings.TrimPrefix(line, field+":"))
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(v, "kB")), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// sizeArg is the one argument every program takes.
+func sizeArg() int64 {
+	if len(os.Args) != 2 {
+		fmt.Fprintf(os.Stderr, "usage: GOMAXPROCS=procs %s <size>\n", os.Args[0])
+		os.Exit(2)
+	}
+	n, err := strconv.ParseInt(os.Args[1], 10, 64)
+	if err != nil || n < 1 {
+		fmt.Fprintf(os.Stderr, "bad size %q\n", os.Args[1])
+		os.Exit(2)
+	}
+	return n
+}

