@@ -2,7 +2,9 @@
 //!
 //! Every lock-free part of the scheduler imports its atomics, cells, locks and thread
 //! parking from here, so the loom models in `sched/` exercise the very code that runs
-//! in production.
+//! in production. (Under loom only part of the crate is compiled, so some items go
+//! unused there.)
+#![cfg_attr(loom, allow(unused_imports, dead_code))]
 
 #[cfg(not(loom))]
 pub(crate) mod sync {

@@ -184,7 +184,7 @@ fn shutdown_with_parked_goroutines_does_not_hang() {
 fn spawn_after_shutdown_is_cancelled() {
     let rt = rt(1);
     let h = rt.spawn(std::future::pending::<()>());
-    let inner = rt.block_on(async { gosched::spawn(async { 1 }) });
+    let inner = rt.block_on(rt.go(|| gosched::spawn(async { 1 }))).unwrap();
     drop(rt);
     assert!(gosched::block_on(h).unwrap_err().is_cancelled());
     // The inner task either ran or was cancelled; it never hangs.
@@ -193,7 +193,7 @@ fn spawn_after_shutdown_is_cancelled() {
 
 #[test]
 fn global_runtime_and_introspection() {
-    let h = gosched::go(|| gosched::runtime::procs());
+    let h = gosched::go(gosched::runtime::procs);
     assert!(h.join().unwrap() >= 1);
     let gate = Gate::new();
     let g2 = gate.clone();
@@ -212,12 +212,15 @@ fn names_ids_and_builder() {
         .max_threads(16)
         .build()
         .unwrap();
-    let h = rt.block_on(async {
-        gosched::Go::new()
-            .name("named")
-            .stack_size(1 << 20)
-            .spawn(|| 1)
-    });
+    // Spawned from inside the runtime, so the free function uses `rt`.
+    let h = rt
+        .block_on(rt.go(|| {
+            gosched::Go::new()
+                .name("named")
+                .stack_size(1 << 20)
+                .spawn(|| 1)
+        }))
+        .unwrap();
     let id = h.id();
     assert_eq!(rt.block_on(h).unwrap(), 1);
     let h2 = rt.go(|| 2);

@@ -181,7 +181,7 @@ where
         }
         this.ctx
             .cx
-            .set(cx as *mut Context<'_> as *mut Context<'static>);
+            .set((cx as *mut Context<'_>).cast::<Context<'static>>());
         let enter = Enter::new(&this.ctx);
         let res = this.co.as_mut().expect("coroutine").resume(());
         drop(enter);
@@ -207,7 +207,7 @@ impl<F, T> Drop for Goroutine<F, T> {
             let mut noop = Context::from_waker(Waker::noop());
             self.ctx
                 .cx
-                .set(&mut noop as *mut Context<'_> as *mut Context<'static>);
+                .set((&mut noop as *mut Context<'_>).cast::<Context<'static>>());
             let _enter = Enter::new(&self.ctx);
             co.force_unwind();
         }

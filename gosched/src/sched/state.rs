@@ -63,7 +63,7 @@ pub(crate) enum Run {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Idle {
     /// Parked; the runner drops its run-queue reference.
-    Idle,
+    Parked,
     /// Woken during the poll: the runner resubmits (keeping its reference).
     Notified,
     /// Abort requested during the poll: cancel now (the runner keeps RUNNING).
@@ -74,7 +74,7 @@ impl State {
     /// A new task: queued (NOTIFIED), with a JoinHandle, two references (the run
     /// queue entry and the JoinHandle).
     pub(crate) fn new() -> State {
-        State(AtomicUsize::new(NOTIFIED | JOIN_INTEREST | 2 * REF_ONE))
+        State(AtomicUsize::new(NOTIFIED | JOIN_INTEREST | (2 * REF_ONE)))
     }
 
     pub(crate) fn load(&self) -> usize {
@@ -119,7 +119,7 @@ impl State {
             let r = if s & NOTIFIED != 0 {
                 Idle::Notified
             } else {
-                Idle::Idle
+                Idle::Parked
             };
             (Some(next), r)
         })
@@ -249,7 +249,7 @@ mod loom_tests {
             // waker found the task idle and took a new reference.
             match (idle, w) {
                 (Idle::Notified, Notify::DoNothing) => {}
-                (Idle::Idle, Notify::Submit) => {}
+                (Idle::Parked, Notify::Submit) => {}
                 other => panic!("lost or doubled wake: {other:?}"),
             }
         });

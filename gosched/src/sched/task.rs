@@ -238,7 +238,7 @@ unsafe fn poll<F: Future>(ptr: NonNull<Header>) -> Polled {
     }));
     match res {
         Ok(Poll::Pending) => match cell.header.state.transition_to_idle() {
-            Idle::Idle => {
+            Idle::Parked => {
                 // SAFETY: the run-queue reference is released here.
                 unsafe { drop_ref(ptr) };
                 Polled::Done

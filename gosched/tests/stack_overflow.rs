@@ -1,0 +1,52 @@
+//! A goroutine that overflows its stack aborts the process with a clear message
+//! (never a bare SIGSEGV). Runs the scenario in a child process.
+
+use std::process::Command;
+
+const CHILD_ENV: &str = "GOSCHED_TEST_OVERFLOW_CHILD";
+
+#[inline(never)]
+fn recurse(n: u64) -> u64 {
+    let buf = std::hint::black_box([n as u8; 512]);
+    if n == u64::MAX {
+        return 0;
+    }
+    recurse(n + 1) + buf[7] as u64
+}
+
+#[test]
+fn overflow_child() {
+    if std::env::var_os(CHILD_ENV).is_none() {
+        return; // only meaningful as the child of the test below
+    }
+    let rt = gosched::Builder::new().procs(1).build().unwrap();
+    let h = gosched::Go::new()
+        .name("deep-recursion")
+        .stack_size(64 * 1024);
+    let h = rt.block_on(rt.go(move || h.spawn(|| recurse(0)))).unwrap();
+    let _ = rt.block_on(h);
+    unreachable!("the overflow must abort the process");
+}
+
+#[test]
+fn goroutine_stack_overflow_is_reported_and_aborts() {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "overflow_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "child must die: {stderr}");
+    assert!(
+        stderr.contains("goroutine stack overflow"),
+        "stderr: {stderr}"
+    );
+    assert!(stderr.contains("deep-recursion"), "stderr: {stderr}");
+    assert!(stderr.contains("65536-byte stack"), "stderr: {stderr}");
+    assert!(stderr.contains("stack_size"), "names the remedy: {stderr}");
+}
