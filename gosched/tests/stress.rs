@@ -38,7 +38,7 @@ fn million_goroutines_results_checked() {
 #[test]
 fn million_async_tasks_results_checked() {
     let rt = rt(2);
-    let n = 1_000_000 as u64;
+    let n = 1_000_000_u64;
     let total = rt
         .block_on(rt.spawn(async move {
             let mut total = 0u64;

