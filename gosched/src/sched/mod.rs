@@ -11,6 +11,7 @@
 //! counters of the lost-wake-up protocol (see `machine.rs`), the global timers
 //! and the stack pool.
 
+pub(crate) mod alloc;
 pub(crate) mod machine;
 pub(crate) mod owned;
 pub(crate) mod park;

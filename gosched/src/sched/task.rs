@@ -14,6 +14,7 @@
 //! - the join waker slot: per the JOIN_WAKER rule in `state.rs`;
 //! - the owned links: only under the owned-list shard lock.
 
+use std::alloc::Layout;
 use std::any::Any;
 use std::fmt;
 use std::future::Future;
@@ -21,9 +22,10 @@ use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::ptr::NonNull;
+use std::ptr::{self, NonNull};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
+use super::alloc;
 use super::state::{self, Idle, Notify, Run, State};
 use super::Shared;
 use crate::loom::cell::UnsafeCell;
@@ -165,7 +167,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let cell = Box::new(Cell {
+    let cell = Cell {
         header: Header {
             state: State::new(),
             vtable: vtable::<F>(),
@@ -176,10 +178,13 @@ where
             join_waker: UnsafeCell::new(None),
         },
         stage: UnsafeCell::new(Stage::Running(future)),
-    });
+    };
     // The owned list's reference (State::new counts two).
     cell.header.state.ref_inc();
-    let ptr = NonNull::from(Box::leak(cell)).cast::<Header>();
+    let mem = alloc::alloc_task(Layout::new::<Cell<F>>()).cast::<Cell<F>>();
+    // SAFETY: fresh memory with `Cell<F>`'s layout.
+    unsafe { mem.as_ptr().write(cell) };
+    let ptr = mem.cast::<Header>();
     (
         Task(ptr),
         JoinHandle {
@@ -388,8 +393,13 @@ unsafe fn drop_output<F: Future>(ptr: NonNull<Header>) {
 }
 
 unsafe fn dealloc<F: Future>(ptr: NonNull<Header>) {
-    // SAFETY: last reference; the allocation came from `Box<Cell<F>>`.
-    drop(unsafe { Box::from_raw(ptr.cast::<Cell<F>>().as_ptr()) });
+    let cell = ptr.cast::<Cell<F>>();
+    // SAFETY: last reference: we own the cell; it came from `alloc_task` with
+    // `Cell<F>`'s layout.
+    unsafe {
+        ptr::drop_in_place(cell.as_ptr());
+        alloc::free_task(cell.cast(), Layout::new::<Cell<F>>());
+    }
 }
 
 // ---- Waker ---------------------------------------------------------------
