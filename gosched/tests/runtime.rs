@@ -238,3 +238,27 @@ fn block_on_inside_async_task_panics_clearly() {
         std::panic::resume_unwind(e.into_panic());
     }
 }
+
+#[test]
+fn num_goroutine_counts_live_goroutines_and_tasks() {
+    let rt = rt(2);
+    let count = || rt.block_on(async { gosched::runtime::num_goroutine() });
+    assert_eq!(count(), 0);
+    let gate = Gate::new();
+    let hs: Vec<_> = (0..10)
+        .map(|i| {
+            let g = gate.clone();
+            if i % 2 == 0 {
+                rt.go(move || gosched::block_on(g.wait()))
+            } else {
+                rt.spawn(async move { g.wait().await })
+            }
+        })
+        .collect();
+    assert_eq!(count(), 10);
+    gate.open();
+    for h in hs {
+        rt.block_on(h).unwrap();
+    }
+    assert_eq!(count(), 0);
+}

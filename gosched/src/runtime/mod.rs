@@ -291,7 +291,7 @@ pub(crate) fn block_on_thread<F: Future>(fut: F) -> F::Output {
 
 /// Goroutines and async tasks alive in the current runtime (Go's `NumGoroutine`).
 pub fn num_goroutine() -> usize {
-    sched::with_current(|s| s.owned.len())
+    sched::with_current(|s| s.live_tasks())
 }
 
 /// Number of Ps of the current runtime (Go's `GOMAXPROCS(0)`).

@@ -66,6 +66,9 @@ pub(crate) struct Shared {
     pub(crate) shutdown: AtomicBool,
     /// Fallback task ids for P-less spawns, and the source of P batches.
     next_id: AtomicU64,
+    /// Spawns and completions counted without a P (for `num_goroutine`).
+    pless_spawned: AtomicU64,
+    pless_completed: AtomicU64,
     /// Numbers coprime to the P count: strides for a random steal order.
     coprimes: Box<[usize]>,
     /// Live M threads; `shutdown_timeout` waits on `ms_exited`.
@@ -78,6 +81,8 @@ pub(crate) struct Shared {
 
 pub(crate) struct Sched {
     global: VecDeque<Task>,
+    /// Set by teardown: tasks pushed from then on are cancelled by the pusher.
+    closed: bool,
     idle_ps: Vec<usize>,
     idle_ms: Vec<Arc<Machine>>,
 }
@@ -91,6 +96,7 @@ impl Shared {
                 .collect(),
             sched: Mutex::new(Sched {
                 global: VecDeque::new(),
+                closed: false,
                 // Every P starts idle; the last one is taken first (LIFO).
                 idle_ps: (0..n).rev().collect(),
                 idle_ms: Vec::new(),
@@ -105,6 +111,8 @@ impl Shared {
             sleeper: Mutex::new(None),
             shutdown: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
+            pless_spawned: AtomicU64::new(0),
+            pless_completed: AtomicU64::new(0),
             coprimes: (1..=n).filter(|&c| gcd(c, n) == 1).collect(),
             live_ms: std::sync::Mutex::new(0),
             ms_exited: Condvar::new(),
@@ -134,6 +142,8 @@ impl Shared {
         let id = with_current_p(self, |p| match p {
             // SAFETY: `with_current_p` gives us the P in RUNNING on its owner M.
             Some(p) => unsafe {
+                // Owner-only counter: a plain load + store.
+                p.spawned.store(p.spawned.load(Relaxed) + 1, Relaxed);
                 let l = p.local();
                 if l.id_next == l.id_end {
                     l.id_next = self.next_id.fetch_add(processor::ID_BATCH, Relaxed);
@@ -142,17 +152,45 @@ impl Shared {
                 l.id_next += 1;
                 l.id_next - 1
             },
-            None => self.next_id.fetch_add(1, Relaxed),
+            None => {
+                self.pless_spawned.fetch_add(1, Relaxed);
+                self.next_id.fetch_add(1, Relaxed)
+            }
         });
-        let (task, handle, owned) = task::new_task(make(id), id, self.clone());
-        if let Err(owned) = self.owned.insert(owned) {
-            // The runtime has shut down: the task completes as cancelled at once.
-            owned.shutdown();
-            drop(task);
-            return handle;
-        }
+        let (task, handle) = task::new_task(make(id), id, self.clone());
+        // After shutdown the global queue is closed and cancels it at once.
         self.schedule(task, false);
         handle
+    }
+
+    /// Count a completed task (for `num_goroutine`).
+    pub(crate) fn task_completed(&self) {
+        match machine::current() {
+            Some(ctx) if ptr::eq(Arc::as_ptr(&ctx.shared), self) && ctx.p.get().is_some() => {
+                let p = ctx.p.get().unwrap_or(0);
+                self.procs[p].completed.fetch_add(1, Relaxed);
+            }
+            _ => {
+                self.pless_completed.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// Goroutines and tasks spawned and not yet completed (a snapshot).
+    pub(crate) fn live_tasks(&self) -> usize {
+        let spawned: u64 = self
+            .procs
+            .iter()
+            .map(|p| p.spawned.load(Relaxed))
+            .sum::<u64>()
+            + self.pless_spawned.load(Relaxed);
+        let completed: u64 = self
+            .procs
+            .iter()
+            .map(|p| p.completed.load(Relaxed))
+            .sum::<u64>()
+            + self.pless_completed.load(Relaxed);
+        spawned.saturating_sub(completed) as usize
     }
 
     /// Make a task runnable (Go's `ready`): into the current P's `runnext` when
@@ -196,15 +234,26 @@ impl Shared {
 
     pub(crate) fn global_push(&self, task: Task) {
         let mut s = lock(&self.sched);
+        if s.closed {
+            // Shut down: nothing will run it; complete it as cancelled.
+            drop(s);
+            task.shutdown();
+            return;
+        }
         s.global.push_back(task);
         self.global_len.store(s.global.len(), Release);
     }
 
     fn global_push_batch(&self, batch: Vec<NonNull<Header>>) {
-        let mut s = lock(&self.sched);
         // SAFETY: ring items are owned task references.
-        s.global
-            .extend(batch.into_iter().map(|p| unsafe { Task::from_raw(p) }));
+        let tasks = batch.into_iter().map(|p| unsafe { Task::from_raw(p) });
+        let mut s = lock(&self.sched);
+        if s.closed {
+            drop(s);
+            tasks.for_each(Task::shutdown);
+            return;
+        }
+        s.global.extend(tasks);
         self.global_len.store(s.global.len(), Release);
     }
 
@@ -346,32 +395,28 @@ impl Shared {
         }
     }
 
-    /// After every M stopped: cancel every task, drop every queued reference, free
-    /// timers and cached stacks. Loops because cancelled goroutines run destructors
-    /// that may wake or spawn others.
+    /// After every M stopped: cancel every task (parked ones from the owned list,
+    /// runnable ones from the queues), free timers and cached stacks. From here
+    /// on, a task pushed to the global queue (a wake from a foreign thread, a
+    /// spawn) is cancelled by whoever pushes it, and a task reaching its first park
+    /// is cancelled by its poll.
     pub(crate) fn teardown(&self) {
         self.owned.close();
-        loop {
-            let mut progress = false;
-            while let Some(t) = self.owned.pop() {
-                t.shutdown();
-                progress = true;
-            }
-            let queued: Vec<Task> = {
-                let mut s = lock(&self.sched);
-                self.global_len.store(0, Release);
-                s.global.drain(..).collect()
-            };
-            progress |= !queued.is_empty();
-            drop(queued);
-            for p in self.procs.iter() {
-                let q = p.drain();
-                progress |= !q.is_empty();
-                drop(q);
-            }
-            if !progress {
-                break;
-            }
+        let queued: Vec<Task> = {
+            let mut s = lock(&self.sched);
+            s.closed = true;
+            self.global_len.store(0, Release);
+            s.global.drain(..).collect()
+        };
+        queued.into_iter().for_each(Task::shutdown);
+        for p in self.procs.iter() {
+            p.drain().into_iter().for_each(Task::shutdown);
+        }
+        // Cancelling runs destructors (goroutine stacks unwind), which may wake
+        // or spawn: those are cancelled on the spot (closed queue), so one pass
+        // over the parked tasks finishes the job.
+        while let Some(t) = self.owned.pop() {
+            t.shutdown();
         }
         for p in self.procs.iter() {
             p.timers.clear();

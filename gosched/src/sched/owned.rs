@@ -1,11 +1,12 @@
-//! The runtime's list of live tasks (Go's `allgs`): lets shutdown find and cancel
-//! goroutines and tasks that are parked and referenced by nobody else, so their
-//! stacks and memory are freed, and gives `num_goroutine()`.
+//! The runtime's list of parked tasks (Go's `allgs`, for the Gs that can be out of
+//! every queue): lets shutdown find and cancel goroutines and tasks that are
+//! parked and referenced by nobody else, so their stacks and memory are freed.
 //!
-//! Sharded by task id so that spawns on different Ps rarely share a lock. The list
-//! holds one reference to each task (see `task.rs`); a task unlinks itself when it
-//! completes. Links live in the task header and are only touched under the shard
-//! lock. Once `close` has run, `insert` refuses new tasks: the caller cancels them.
+//! A task is linked at its first park (see `task.rs`) and unlinks itself when it
+//! completes; the list holds one reference meanwhile. Sharded by task id so that
+//! Ps rarely share a lock. Links live in the task header and are only touched
+//! under the shard lock. Once `close` has run, `insert` refuses new tasks: the
+//! caller cancels them.
 
 use std::ptr::NonNull;
 
@@ -56,9 +57,10 @@ impl OwnedTasks {
         }
         let ptr = task.into_raw();
         // SAFETY: we hold the shard lock; the links of `ptr` and of the old head
-        // are guarded by it.
+        // are guarded by it; the caller holds RUNNING, which covers the flag.
         unsafe {
             let h = ptr.as_ref();
+            h.owned_linked.with_mut(|l| *l = true);
             h.owned_next.with_mut(|n| *n = list.head);
             h.owned_prev.with_mut(|p| *p = None);
             if let Some(old) = list.head {
@@ -100,11 +102,6 @@ impl OwnedTasks {
         true
     }
 
-    /// Live tasks (a snapshot).
-    pub(crate) fn len(&self) -> usize {
-        self.shards.iter().map(|s| lock(s).len).sum()
-    }
-
     /// Refuse new tasks from now on.
     pub(crate) fn close(&self) {
         self.closed.store(true, Release);
@@ -126,6 +123,8 @@ impl OwnedTasks {
                         n.as_ref().owned_prev.with_mut(|p| *p = None);
                     }
                     ptr.as_ref().owned_next.with_mut(|n| *n = None);
+                    // No M runs any more (shutdown): nobody else reads the flag.
+                    ptr.as_ref().owned_linked.with_mut(|l| *l = false);
                     list.head = next;
                 }
                 list.len -= 1;

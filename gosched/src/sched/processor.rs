@@ -19,7 +19,7 @@ use super::status::PStatus;
 use super::task::{Header, Task};
 use crate::coro::stack::StackCache;
 use crate::loom::cell::UnsafeCell;
-use crate::loom::sync::atomic::{AtomicPtr, AtomicU32, Ordering::*};
+use crate::loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering::*};
 use crate::time::Timers;
 
 pub(crate) struct Processor {
@@ -28,6 +28,10 @@ pub(crate) struct Processor {
     pub(crate) runq: RunQueue<Header>,
     pub(crate) runnext: AtomicPtr<Header>,
     pub(crate) schedtick: AtomicU32,
+    /// Tasks spawned on this P (written by the owner only) and completed on it
+    /// (any M that held it): `num_goroutine` is the difference of the sums.
+    pub(crate) spawned: AtomicU64,
+    pub(crate) completed: AtomicU64,
     pub(crate) timers: Timers,
     local: UnsafeCell<Local>,
 }
@@ -57,6 +61,8 @@ impl Processor {
             runq: RunQueue::new(),
             runnext: AtomicPtr::new(ptr::null_mut()),
             schedtick: AtomicU32::new(0),
+            spawned: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
             timers: Timers::new(),
             local: UnsafeCell::new(Local {
                 stacks: StackCache::new(),

@@ -2,17 +2,21 @@
 //! scheduler handle, owned-list links, join waker) and the stage (the future, then
 //! its output).
 //!
-//! References (see `state.rs` for the bits): a new task starts with three —
-//! the run-queue entry (`Task`), the `JoinHandle`, and the runtime's owned-task
-//! list (which lets shutdown find parked tasks, like Go's `allgs`). Wakers hold
-//! one each. The owned-list reference is dropped when the task completes.
+//! References (see `state.rs` for the bits): a new task starts with two — the
+//! run-queue entry (`Task`) and the `JoinHandle`. Wakers hold one each. The first
+//! time a poll returns `Pending`, the task is linked into the runtime's owned-task
+//! list (which lets shutdown find parked tasks, like Go's `allgs`), which then
+//! holds a reference until the task completes. A task that finishes in its first
+//! poll — most short goroutines — never touches that list; before its first park
+//! a task is always in a run queue or running, where shutdown finds it too.
 //!
 //! Who touches what:
 //! - the stage: only the thread that set RUNNING (poll, cancel, store output), or
 //!   after COMPLETE the owner of the output (JoinHandle, or the completer when no
 //!   JoinHandle is interested);
 //! - the join waker slot: per the JOIN_WAKER rule in `state.rs`;
-//! - the owned links: only under the owned-list shard lock.
+//! - the owned links: only under the owned-list shard lock; `owned_linked` by the
+//!   thread holding RUNNING, or by shutdown under the shard lock.
 
 use std::alloc::Layout;
 use std::any::Any;
@@ -49,6 +53,7 @@ pub(crate) struct Header {
     /// Owned-list links, guarded by the owned-list shard lock.
     pub(crate) owned_prev: UnsafeCell<Option<NonNull<Header>>>,
     pub(crate) owned_next: UnsafeCell<Option<NonNull<Header>>>,
+    pub(crate) owned_linked: UnsafeCell<bool>,
     join_waker: UnsafeCell<Option<Waker>>,
 }
 
@@ -156,13 +161,9 @@ pub(crate) unsafe fn drop_ref(ptr: NonNull<Header>) {
     }
 }
 
-/// Allocate a task for `future`. Returns the run-queue reference, the join
-/// handle, and a third reference for the owned-task list.
-pub(crate) fn new_task<F>(
-    future: F,
-    id: u64,
-    shared: Arc<Shared>,
-) -> (Task, JoinHandle<F::Output>, Task)
+/// Allocate a task for `future`. Returns the run-queue reference and the join
+/// handle.
+pub(crate) fn new_task<F>(future: F, id: u64, shared: Arc<Shared>) -> (Task, JoinHandle<F::Output>)
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
@@ -175,12 +176,11 @@ where
             shared,
             owned_prev: UnsafeCell::new(None),
             owned_next: UnsafeCell::new(None),
+            owned_linked: UnsafeCell::new(false),
             join_waker: UnsafeCell::new(None),
         },
         stage: UnsafeCell::new(Stage::Running(future)),
     };
-    // The owned list's reference (State::new counts two).
-    cell.header.state.ref_inc();
     let mem = alloc::alloc_task(Layout::new::<Cell<F>>()).cast::<Cell<F>>();
     // SAFETY: fresh memory with `Cell<F>`'s layout.
     unsafe { mem.as_ptr().write(cell) };
@@ -191,7 +191,6 @@ where
             raw: ptr,
             _p: PhantomData,
         },
-        Task(ptr),
     )
 }
 
@@ -242,19 +241,42 @@ unsafe fn poll<F: Future>(ptr: NonNull<Header>) -> Polled {
         })
     }));
     match res {
-        Ok(Poll::Pending) => match cell.header.state.transition_to_idle() {
-            Idle::Parked => {
-                // SAFETY: the run-queue reference is released here.
-                unsafe { drop_ref(ptr) };
-                Polled::Done
+        Ok(Poll::Pending) => {
+            // SAFETY: RUNNING is ours: we may read and set `owned_linked`.
+            let linked = cell.header.owned_linked.with(|l| unsafe { *l });
+            if !linked {
+                // First park: from now on only wakers reach the task, so shutdown
+                // must be able to find it. The list takes a reference of its own.
+                cell.header.state.ref_inc();
+                // SAFETY: we own the new reference; RUNNING lets us set the flag.
+                if cell
+                    .header
+                    .shared
+                    .owned
+                    .insert(unsafe { Task::from_raw(ptr) })
+                    .is_err()
+                {
+                    // The runtime has shut down: cancel now (`insert` released its
+                    // reference).
+                    // SAFETY: still RUNNING.
+                    unsafe { cancel::<F>(ptr) };
+                    return Polled::Done;
+                }
             }
-            Idle::Notified => Polled::Notified,
-            Idle::Cancel => {
-                // SAFETY: still RUNNING.
-                unsafe { cancel::<F>(ptr) };
-                Polled::Done
+            match cell.header.state.transition_to_idle() {
+                Idle::Parked => {
+                    // SAFETY: the run-queue reference is released here.
+                    unsafe { drop_ref(ptr) };
+                    Polled::Done
+                }
+                Idle::Notified => Polled::Notified,
+                Idle::Cancel => {
+                    // SAFETY: still RUNNING.
+                    unsafe { cancel::<F>(ptr) };
+                    Polled::Done
+                }
             }
-        },
+        }
         Ok(Poll::Ready(out)) => {
             // SAFETY: RUNNING is ours.
             unsafe { complete::<F>(ptr, Ok(out)) };
@@ -270,8 +292,8 @@ unsafe fn poll<F: Future>(ptr: NonNull<Header>) -> Polled {
 }
 
 /// Drop the future and complete with `Cancelled`. The caller holds RUNNING and
-/// one reference (run-queue, or on shutdown the owned list's), which this
-/// consumes through `complete`.
+/// one reference (run-queue, or on shutdown the owned list's or a queue's),
+/// which this consumes through `complete`.
 unsafe fn cancel<F: Future>(ptr: NonNull<Header>) {
     // SAFETY: caller guarantees the type and RUNNING.
     let cell = unsafe { cell::<F>(ptr) };
@@ -316,15 +338,20 @@ unsafe fn complete<F: Future>(ptr: NonNull<Header>, out: Result<F::Output, JoinE
         });
     }
     let shared = &cell.header.shared;
-    if shared.owned.remove(ptr) {
+    shared.task_completed();
+    // SAFETY: RUNNING was ours until COMPLETE; only this thread touches the flag
+    // now (shutdown clears it under the shard lock when it unlinks a task, and
+    // then it is the one completing it).
+    let linked = cell.header.owned_linked.with(|l| unsafe { *l });
+    if linked && shared.owned.remove(ptr) {
         // The owned list's reference and the run-queue reference.
         if cell.header.state.ref_dec_n(2) {
             // SAFETY: that was the last reference.
             unsafe { dealloc::<F>(ptr) };
         }
     } else {
-        // Not in the owned list: shutdown already took it out and holds its
-        // reference; release only ours.
+        // Never parked, or shutdown unlinked it and passed us the list's
+        // reference: release one.
         // SAFETY: we own one reference.
         unsafe { drop_ref(ptr) };
     }
