@@ -226,8 +226,13 @@ impl MachineCtx {
                 // Woken while it ran: back of the local queue (Go's goyield).
                 // SAFETY: we own `p` (RUNNING).
                 unsafe { p.runqput(t, false, |b| self.shared_push_batch(b)) };
+            } else if still_own && !p.has_work() {
+                // `yield_now` (Go's Gosched) with nothing local: to the global
+                // queue's tail, and refill from its head in the same critical
+                // section (what find_runnable would do next with a second lock).
+                self.shared.global_push_and_refill(t, p);
             } else {
-                // `yield_now` (Go's Gosched), or no P: the global queue.
+                // `yield_now`, or no P: the global queue.
                 self.shared.global_push(t);
                 if !still_own {
                     self.shared.wakep_if_idle();

@@ -244,6 +244,31 @@ impl Shared {
         self.global_len.store(s.global.len(), Release);
     }
 
+    /// `global_push` followed by `globrunqget` into `p`'s ring, under one lock
+    /// (the yield path: `p` has nothing queued).
+    pub(crate) fn global_push_and_refill(&self, task: Task, p: &Processor) {
+        let mut s = lock(&self.sched);
+        if s.closed {
+            drop(s);
+            task.shutdown();
+            return;
+        }
+        s.global.push_back(task);
+        // Go's batch size (see `globrunqget_locked`), all of it into the ring in
+        // queue order; find_runnable pops the first next.
+        let len = s.global.len();
+        let n = (len / self.procs.len() + 1)
+            .min(len)
+            .min(runq::CAPACITY / 2);
+        for _ in 0..n {
+            let t = s.global.pop_front().expect("len checked");
+            // SAFETY: the caller owns `p` (RUNNING) and its ring is empty, so the
+            // at most 128 tasks fit.
+            unsafe { p.runqput(t, false, |_| unreachable!("ring had room")) };
+        }
+        self.global_len.store(s.global.len(), Release);
+    }
+
     fn global_push_batch(&self, batch: Vec<NonNull<Header>>) {
         // SAFETY: ring items are owned task references.
         let tasks = batch.into_iter().map(|p| unsafe { Task::from_raw(p) });
