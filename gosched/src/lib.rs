@@ -46,6 +46,8 @@ pub use coro::{block_on, Go, SpawnError};
 #[cfg(not(loom))]
 pub use runtime::{Builder, Runtime};
 #[cfg(not(loom))]
+pub use sched::syscall::syscall;
+#[cfg(not(loom))]
 pub use sched::task::{JoinError, JoinHandle, TaskId};
 
 /// Start a goroutine on the current runtime (the global one outside any runtime).

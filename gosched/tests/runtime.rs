@@ -262,3 +262,24 @@ fn num_goroutine_counts_live_goroutines_and_tasks() {
     }
     assert_eq!(count(), 0);
 }
+
+#[test]
+fn syscall_runs_blocking_calls_and_keeps_scheduling() {
+    let rt = rt(2);
+    let hs: Vec<_> = (0..100)
+        .map(|i| {
+            rt.go(move || {
+                let v = gosched::syscall(|| {
+                    std::thread::sleep(Duration::from_micros(100));
+                    i
+                });
+                // The P is usable again after the call: spawn and join.
+                gosched::go(move || v * 2).join().unwrap()
+            })
+        })
+        .collect();
+    let sum: i32 = hs.into_iter().map(|h| rt.block_on(h).unwrap()).sum();
+    assert_eq!(sum, 2 * 4950);
+    // Outside the runtime it is a plain call.
+    assert_eq!(gosched::syscall(|| 5), 5);
+}

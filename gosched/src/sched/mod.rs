@@ -19,6 +19,7 @@ pub(crate) mod processor;
 pub(crate) mod runq;
 pub(crate) mod state;
 pub(crate) mod status;
+pub(crate) mod syscall;
 pub(crate) mod task;
 
 use std::cell::Cell;

@@ -10,6 +10,9 @@
 //! sysmon: CAS USER→RETAKEN or SYSCALL→RETAKEN, then hand the P to another M.
 //! ```
 //!
+//! `syscall()` is called from inside a poll, so in practice it goes USER → SYSCALL
+//! → USER (both by CAS, see `syscall.rs`); the poll's end then CASes USER → RUNNING.
+//!
 //! Who writes what:
 //! - IDLE → RUNNING: whoever takes the P off the idle list (under the scheduler lock).
 //! - RUNNING → USER / SYSCALL / IDLE: only the owning M, with a plain store: nobody
@@ -74,6 +77,12 @@ impl PStatus {
         self.0
             .compare_exchange(from, RUNNING, AcqRel, Acquire)
             .is_ok()
+    }
+
+    /// CAS `from` → `to`; true on success.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn cas(&self, from: u8, to: u8) -> bool {
+        self.0.compare_exchange(from, to, AcqRel, Acquire).is_ok()
     }
 
     /// sysmon: take a P that is in USER or SYSCALL. True if it now owns it.
