@@ -283,3 +283,41 @@ fn syscall_runs_blocking_calls_and_keeps_scheduling() {
     // Outside the runtime it is a plain call.
     assert_eq!(gosched::syscall(|| 5), 5);
 }
+
+/// A cancelled goroutine whose destructor blocks: the block happens on the OS
+/// thread (the stack is being unwound), and the process survives.
+#[test]
+fn cancelled_goroutine_destructor_may_block() {
+    struct BlockInDrop(Arc<AtomicUsize>);
+    impl Drop for BlockInDrop {
+        fn drop(&mut self) {
+            gosched::time::sleep(Duration::from_millis(1));
+            gosched::yield_now();
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+    let rt = rt(2);
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let started = Gate::new();
+    let (s2, d2) = (started.clone(), dropped.clone());
+    let h = rt.go(move || {
+        let _guard = BlockInDrop(d2);
+        s2.open();
+        gosched::block_on(std::future::pending::<()>());
+    });
+    rt.block_on(started.wait());
+    h.abort();
+    assert!(rt.block_on(h).unwrap_err().is_cancelled());
+    assert_eq!(dropped.load(SeqCst), 1);
+    // And at shutdown.
+    let (s3, d3) = (Gate::new(), dropped.clone());
+    let s4 = s3.clone();
+    rt.go(move || {
+        let _guard = BlockInDrop(d3);
+        s4.open();
+        gosched::block_on(std::future::pending::<()>());
+    });
+    rt.block_on(s3.wait());
+    drop(rt);
+    assert_eq!(dropped.load(SeqCst), 2);
+}

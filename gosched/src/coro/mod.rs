@@ -21,7 +21,9 @@
 //! poll (corosensei re-raises it there) and becomes the task's `JoinError`; its M
 //! carries on. When a suspended goroutine is dropped (abort, runtime shutdown), the
 //! coroutine is force-unwound so the goroutine's destructors run and its stack
-//! goes back to the pool.
+//! goes back to the pool. A destructor that blocks during that unwinding blocks
+//! its OS thread (there is no coroutine left to suspend): destructors of
+//! goroutines that may be cancelled should not wait for other runtime work.
 //!
 //! # Stack size
 //!
@@ -67,6 +69,10 @@ pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
 
 struct GoroutineCtx {
     yielder: Cell<*const Yielder<(), ()>>,
+    /// Set while a cancelled goroutine's stack is force-unwound: blocking calls
+    /// made by its destructors then block the OS thread instead of suspending
+    /// (suspending would re-enter the unwinder from inside a destructor).
+    unwinding: Cell<bool>,
     /// The `Context` of the poll that last resumed the coroutine.
     cx: Cell<*mut Context<'static>>,
     info: CurrentGoroutine,
@@ -81,9 +87,17 @@ fn current() -> *const GoroutineCtx {
     CURRENT.with(|c| c.get())
 }
 
-/// True when called from inside a goroutine.
+/// True when called from inside a goroutine that can park (not one whose stack
+/// is being unwound by cancellation).
 #[inline(never)]
 pub(crate) fn in_goroutine() -> bool {
+    // SAFETY: non-null pointers in CURRENT are live goroutine contexts.
+    unsafe { current().as_ref() }.is_some_and(|g| !g.unwinding.get())
+}
+
+/// True on a goroutine's stack, parking or not (cancellation unwinding included).
+#[inline(never)]
+pub(crate) fn on_goroutine_stack() -> bool {
     !current().is_null()
 }
 
@@ -138,6 +152,7 @@ where
             co: None,
             ctx: GoroutineCtx {
                 yielder: Cell::new(ptr::null()),
+                unwinding: Cell::new(false),
                 cx: Cell::new(ptr::null_mut()),
                 info: CurrentGoroutine {
                     id,
@@ -203,11 +218,12 @@ impl<F, T> Drop for Goroutine<F, T> {
         };
         if !co.done() {
             // Suspended: unwind its stack so its destructors run. Blocking calls
-            // made by those destructors see a no-op waker and are unwound too.
+            // made by those destructors block the thread (see `unwinding`).
             let mut noop = Context::from_waker(Waker::noop());
             self.ctx
                 .cx
                 .set((&mut noop as *mut Context<'_>).cast::<Context<'static>>());
+            self.ctx.unwinding.set(true);
             let _enter = Enter::new(&self.ctx);
             co.force_unwind();
         }

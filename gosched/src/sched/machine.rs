@@ -225,7 +225,7 @@ impl MachineCtx {
             if still_own && !yielded {
                 // Woken while it ran: back of the local queue (Go's goyield).
                 // SAFETY: we own `p` (RUNNING).
-                unsafe { p.runqput(t, false, |b| self.shared_push_batch(b)) };
+                unsafe { p.runqput(t, false, |b| self.shared.global_push_batch(b)) };
             } else if still_own && !p.has_work() {
                 // `yield_now` (Go's Gosched) with nothing local: to the global
                 // queue's tail, and refill from its head in the same critical
@@ -238,13 +238,6 @@ impl MachineCtx {
                     self.shared.wakep_if_idle();
                 }
             }
-        }
-    }
-
-    fn shared_push_batch(&self, b: Vec<std::ptr::NonNull<super::task::Header>>) {
-        for p in b {
-            // SAFETY: overflowed ring items are owned references.
-            self.shared.global_push(unsafe { Task::from_raw(p) });
         }
     }
 
@@ -396,6 +389,7 @@ impl MachineCtx {
         }
         for round in 0..STEAL_ROUNDS {
             let last = round == STEAL_ROUNDS - 1;
+            let now = if last { now_ns() } else { 0 };
             // SAFETY: we own `p`.
             let r = fastrand(unsafe { &mut p.local().rng }) as usize;
             let start = r % n;
@@ -406,8 +400,8 @@ impl MachineCtx {
                     continue;
                 }
                 let v = self.proc(vi);
-                if last && v.timers.next_when() <= now_ns() {
-                    v.timers.run_due(now_ns());
+                if last && v.timers.next_when() <= now {
+                    v.timers.run_due(now);
                     // SAFETY: we own `p`.
                     if let Some((t, _)) = unsafe { p.runqget() } {
                         return Some(t);
@@ -474,11 +468,20 @@ impl MachineCtx {
         if !shared.midleput(self.m.clone()) {
             return; // shutting down
         }
-        self.m.parker.wait(|| shared.shutdown.load(Acquire));
-        let p = self.m.nextp.swap(NO_P, Acquire);
-        if p != NO_P {
-            self.p.set(Some(p));
-            self.spinning.set(self.m.next_spinning.load(Relaxed));
+        // We are on the idle list until `startm` pops us and hands us a P through
+        // `nextp`; only that (or shutdown) ends the wait. Returning without a P
+        // would let us push ourselves onto the list a second time.
+        loop {
+            self.m.parker.wait(|| shared.shutdown.load(Acquire));
+            let p = self.m.nextp.swap(NO_P, Acquire);
+            if p != NO_P {
+                self.p.set(Some(p));
+                self.spinning.set(self.m.next_spinning.load(Relaxed));
+                return;
+            }
+            if shared.shutdown.load(Acquire) {
+                return;
+            }
         }
     }
 
@@ -511,6 +514,11 @@ impl MachineCtx {
             let mut sl = lock(&shared.sleeper);
             shared.sleeper_until.store(0, SeqCst);
             *sl = None;
+            // A `timer_added` may have woken us after we stopped waiting; now that
+            // we are unregistered (under the lock it wakes us under) nobody owes us
+            // a wake, so drop that stale token: it must not cut short our next
+            // park on the idle list.
+            self.m.parker.reset();
         }
         true
     }

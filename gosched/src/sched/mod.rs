@@ -270,7 +270,7 @@ impl Shared {
         self.global_len.store(s.global.len(), Release);
     }
 
-    fn global_push_batch(&self, batch: Vec<NonNull<Header>>) {
+    pub(crate) fn global_push_batch(&self, batch: Vec<NonNull<Header>>) {
         // SAFETY: ring items are owned task references.
         let tasks = batch.into_iter().map(|p| unsafe { Task::from_raw(p) });
         let mut s = lock(&self.sched);
@@ -308,7 +308,7 @@ impl Shared {
         for _ in 1..n {
             let t = s.global.pop_front().expect("len checked");
             // SAFETY: the caller owns `p` (RUNNING).
-            unsafe { p.runqput(t, false, |b| spill = b) };
+            unsafe { p.runqput(t, false, |b| spill.extend(b)) };
         }
         // SAFETY: overflowed items are owned references.
         s.global
@@ -379,6 +379,10 @@ impl Shared {
         if self.shutdown.load(Acquire) {
             return false;
         }
+        debug_assert!(
+            !s.idle_ms.iter().any(|x| Arc::ptr_eq(x, &m)),
+            "M put on the idle list twice"
+        );
         s.idle_ms.push(m);
         true
     }
@@ -552,7 +556,7 @@ pub(crate) fn add_timer(when: u64, entry: Arc<TimerEntry>) {
 
 /// True inside the poll of an async task (not a goroutine) on one of our Ms.
 pub(crate) fn in_async_task() -> bool {
-    machine::current().is_some_and(|c| c.in_poll.get()) && !crate::coro::in_goroutine()
+    machine::current().is_some_and(|c| c.in_poll.get()) && !crate::coro::on_goroutine_stack()
 }
 
 /// `yield_now`: the current task, woken by itself, goes to the global queue

@@ -46,6 +46,13 @@ impl Parker {
         self.thread.unpark();
     }
 
+    /// Forget a pending wake. Only for an owner that knows nobody may still owe
+    /// it one (see `try_sleep_on_timers`).
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn reset(&self) {
+        self.token.store(false, Release);
+    }
+
     /// Owner only: block until woken or until `timeout` elapsed. True if woken.
     pub(crate) fn wait_timeout(&self, timeout: std::time::Duration) -> bool {
         if self.token.swap(false, Acquire) {

@@ -124,7 +124,10 @@ impl Task {
     }
 
     /// Runtime shutdown: cancel the task if nobody is running it. Consumes the
-    /// reference.
+    /// reference. The task may still be NOTIFIED in a run queue: that is sound
+    /// because shutdown only runs once no M schedules any more (teardown after
+    /// every M exited, or a push into the closed global queue), so the queue
+    /// entry is only ever dropped, never run.
     pub(crate) fn shutdown(self) {
         let ptr = self.into_raw();
         // SAFETY: we own a reference.
