@@ -232,22 +232,18 @@ impl<F, T> Drop for Goroutine<F, T> {
 }
 
 fn acquire_stack(size: usize) -> Result<Stack, StackError> {
-    sched::with_current(|shared| {
-        sched::with_current_p(shared, |p| match p {
-            // SAFETY: `with_current_p` hands us our own P in RUNNING.
-            Some(p) => unsafe { p.local().stacks.get(&shared.stacks, size) },
-            None => shared.stacks.alloc(size),
-        })
+    sched::with_current_and_p(|shared, p| match p {
+        // SAFETY: `with_current_and_p` hands us our own P in RUNNING.
+        Some(p) => unsafe { p.local().stacks.get(&shared.stacks, size) },
+        None => shared.stacks.alloc(size),
     })
 }
 
 fn release_stack(stack: Stack) {
-    sched::with_current(|shared| {
-        sched::with_current_p(shared, |p| match p {
-            // SAFETY: as above.
-            Some(p) => unsafe { p.local().stacks.put(&shared.stacks, stack) },
-            None => shared.stacks.free(stack),
-        })
+    sched::with_current_and_p(|shared, p| match p {
+        // SAFETY: as above.
+        Some(p) => unsafe { p.local().stacks.put(&shared.stacks, stack) },
+        None => shared.stacks.free(stack),
     })
 }
 

@@ -140,7 +140,8 @@ impl Shared {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let id = with_current_p(self, |p| match p {
+        // One entry into the P for the id, the counter and the `runnext` put.
+        let rest = with_current_p(self, |p| match p {
             // SAFETY: `with_current_p` gives us the P in RUNNING on its owner M.
             Some(p) => unsafe {
                 // Owner-only counter: a plain load + store.
@@ -150,17 +151,28 @@ impl Shared {
                     l.id_next = self.next_id.fetch_add(processor::ID_BATCH, Relaxed);
                     l.id_end = l.id_next + processor::ID_BATCH;
                 }
+                let id = l.id_next;
                 l.id_next += 1;
-                l.id_next - 1
+                let (task, handle) = task::new_task(make(id), id, self.clone());
+                p.runqput(task, true, |batch| self.global_push_batch(batch));
+                Err(handle)
             },
             None => {
                 self.pless_spawned.fetch_add(1, Relaxed);
-                self.next_id.fetch_add(1, Relaxed)
+                let id = self.next_id.fetch_add(1, Relaxed);
+                Ok(task::new_task(make(id), id, self.clone()))
             }
         });
-        let (task, handle) = task::new_task(make(id), id, self.clone());
-        // After shutdown the global queue is closed and cancels it at once.
-        self.schedule(task, false);
+        let handle = match rest {
+            Err(handle) => handle,
+            Ok((task, handle)) => {
+                // P-less: the global queue (closed after shutdown: it cancels the
+                // task at once).
+                self.global_push(task);
+                handle
+            }
+        };
+        self.wakep_if_idle();
         handle
     }
 
@@ -541,13 +553,26 @@ pub(crate) fn with_current_p<R>(shared: &Shared, f: impl FnOnce(Option<&Processo
     }
 }
 
+/// `with_current` and `with_current_p` with one thread-local lookup: `f` gets
+/// the current runtime and, if this thread is one of its Ms holding a P, the P.
+#[inline(never)]
+pub(crate) fn with_current_and_p<R>(f: impl FnOnce(&Arc<Shared>, Option<&Processor>) -> R) -> R {
+    match machine::current() {
+        Some(ctx) => {
+            let shared = &ctx.shared;
+            with_current_p(shared, |p| f(shared, p))
+        }
+        None => with_current(|shared| f(shared, None)),
+    }
+}
+
 /// Arm a timer on the current P (or the global heap when P-less).
 pub(crate) fn add_timer(when: u64, entry: Arc<TimerEntry>) {
-    with_current(|shared| {
-        let earliest = with_current_p(shared, |p| match p {
+    with_current_and_p(|shared, p| {
+        let earliest = match p {
             Some(p) => p.timers.add(when, entry),
             None => shared.global_timers.add(when, entry),
-        });
+        };
         if earliest {
             shared.timer_added(when);
         }
