@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::*};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{rt, Gate};
+use common::{rt, DropCounter, Gate};
 
 #[test]
 fn goroutine_and_task_results() {
@@ -60,14 +60,8 @@ fn panic_becomes_join_error_and_runtime_survives() {
 #[test]
 fn abort_cancels_pending_task_and_goroutine() {
     let rt = rt(2);
-    struct Flag(Arc<AtomicUsize>);
-    impl Drop for Flag {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, SeqCst);
-        }
-    }
     let dropped = Arc::new(AtomicUsize::new(0));
-    let f = Flag(dropped.clone());
+    let f = DropCounter(dropped.clone());
     let h = rt.spawn(async move {
         let _f = f;
         std::future::pending::<()>().await
@@ -78,7 +72,7 @@ fn abort_cancels_pending_task_and_goroutine() {
     assert_eq!(dropped.load(SeqCst), 1);
 
     // A goroutine parked in block_on is unwound: its locals are dropped.
-    let f = Flag(dropped.clone());
+    let f = DropCounter(dropped.clone());
     let started = Gate::new();
     let s2 = started.clone();
     let h = rt.go(move || {
@@ -104,16 +98,10 @@ fn abort_cancels_pending_task_and_goroutine() {
 fn detached_output_is_dropped() {
     let rt = rt(2);
     let drops = Arc::new(AtomicUsize::new(0));
-    struct D(Arc<AtomicUsize>);
-    impl Drop for D {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, SeqCst);
-        }
-    }
     for _ in 0..1000 {
-        let d = D(drops.clone());
+        let d = DropCounter(drops.clone());
         drop(rt.spawn(async move { d }));
-        let d = D(drops.clone());
+        let d = DropCounter(drops.clone());
         drop(rt.go(move || d));
     }
     // The runtime drop below completes or cancels everything; the values are
@@ -140,22 +128,16 @@ fn nested_spawns() {
 fn shutdown_with_parked_goroutines_does_not_hang() {
     let rt = rt(2);
     let drops = Arc::new(AtomicUsize::new(0));
-    struct D(Arc<AtomicUsize>);
-    impl Drop for D {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, SeqCst);
-        }
-    }
     let parked = Arc::new(AtomicUsize::new(0));
     let mut handles = Vec::new();
     for _ in 0..1000 {
-        let (d, p) = (D(drops.clone()), parked.clone());
+        let (d, p) = (DropCounter(drops.clone()), parked.clone());
         handles.push(rt.go(move || {
             let _d = d;
             p.fetch_add(1, SeqCst);
             gosched::block_on(std::future::pending::<()>());
         }));
-        let (d, p) = (D(drops.clone()), parked.clone());
+        let (d, p) = (DropCounter(drops.clone()), parked.clone());
         handles.push(rt.spawn(async move {
             let _d = d;
             p.fetch_add(1, SeqCst);

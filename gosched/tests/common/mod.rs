@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
@@ -48,4 +49,13 @@ impl Future for GateWait {
 
 pub fn rt(procs: usize) -> gosched::Runtime {
     gosched::Builder::new().procs(procs).build().unwrap()
+}
+
+/// Counts its drops into the shared counter.
+pub struct DropCounter(pub Arc<AtomicUsize>);
+
+impl Drop for DropCounter {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
 }
