@@ -835,6 +835,13 @@ impl StackPool {
         inner.classes[ci].cold.push(slot);
     }
 
+    /// Give back the pages of every free stack (runtime shutdown): RSS drops to
+    /// what stacks still out use; the address space stays until the pool drops.
+    pub(crate) fn trim(&self) {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        self.cool_all_hot(&mut inner);
+    }
+
     /// mprotect mode, out of map budget: moves every hot stack to cold,
     /// which gives their guards (and maps) back.
     fn cool_all_hot(&self, inner: &mut PoolInner) {

@@ -298,3 +298,32 @@ pub fn num_goroutine() -> usize {
 pub fn procs() -> usize {
     sched::with_current(|s| s.procs.len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Dropping a runtime with parked goroutines returns every stack to the pool
+    /// and gives their pages back.
+    #[test]
+    fn drop_frees_stacks() {
+        let rt = Builder::new().procs(2).build().unwrap();
+        let parked = StdArc::new(std::sync::atomic::AtomicUsize::new(0));
+        for _ in 0..500 {
+            let p = parked.clone();
+            rt.go(move || {
+                p.fetch_add(1, Ordering::SeqCst);
+                coro::block_on(std::future::pending::<()>());
+            });
+        }
+        while parked.load(Ordering::SeqCst) < 500 {
+            thread::yield_now();
+        }
+        let shared = rt.shared.clone();
+        assert!(shared.stacks.stats().outstanding >= 500);
+        drop(rt);
+        let st = shared.stacks.stats();
+        assert_eq!(st.outstanding, 0, "{st:?}");
+        assert_eq!(st.free_hot, 0, "pages of free stacks released: {st:?}");
+    }
+}

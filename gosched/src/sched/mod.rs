@@ -465,6 +465,9 @@ impl Shared {
             // SAFETY: no M runs any more: this thread is the only user of every P.
             unsafe { p.local().stacks.drain(&self.stacks) };
         }
+        // Free the stacks' memory now; the slabs are unmapped when the last
+        // handle to the runtime (a JoinHandle, a waker) is gone.
+        self.stacks.trim();
         self.global_timers.clear();
     }
 }
