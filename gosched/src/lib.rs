@@ -26,6 +26,8 @@
 mod loom;
 
 #[cfg(not(loom))]
+pub mod chan;
+#[cfg(not(loom))]
 pub mod coro;
 #[cfg(not(loom))]
 pub mod runtime;
@@ -41,6 +43,8 @@ pub mod time;
 #[path = "sched/loom_mod.rs"]
 pub(crate) mod sched;
 
+#[cfg(not(loom))]
+pub use chan::{chan, Chan};
 #[cfg(not(loom))]
 pub use coro::{block_on, Go, SpawnError};
 #[cfg(not(loom))]
