@@ -232,3 +232,127 @@ impl Drop for Sleep {
         }
     }
 }
+
+// ---- timeout, after, tick ----------------------------------------------------------
+
+/// `timeout` ran out before the future completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Elapsed;
+
+impl std::fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("deadline elapsed")
+    }
+}
+
+impl std::error::Error for Elapsed {}
+
+/// Run `fut` for at most `d`: `Err(Elapsed)` if it has not completed by then (it
+/// is dropped). Works in async code, and through `block_on` in goroutines and
+/// threads.
+pub fn timeout<F: Future>(d: Duration, fut: F) -> Timeout<F> {
+    Timeout {
+        fut,
+        sleep: sleep_async(d),
+    }
+}
+
+/// Future returned by [`timeout`].
+#[derive(Debug)]
+#[must_use = "futures do nothing unless polled"]
+pub struct Timeout<F> {
+    fut: F,
+    sleep: Sleep,
+}
+
+impl<F: Future> Future for Timeout<F> {
+    type Output = Result<F::Output, Elapsed>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: structural pinning of `fut`: it is never moved out of `self`,
+        // and `Timeout` has no `Drop` or `Unpin` impl that would move it. `sleep`
+        // is `Unpin` and not pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: see above.
+        if let Poll::Ready(v) = unsafe { Pin::new_unchecked(&mut this.fut) }.poll(cx) {
+            return Poll::Ready(Ok(v));
+        }
+        match Pin::new(&mut this.sleep).poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(Elapsed)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// A channel that receives the time once, after `d` (Go's `time.After`).
+pub fn after(d: Duration) -> crate::Chan<Instant> {
+    let ch = crate::chan(1);
+    let tx = ch.clone();
+    crate::spawn(async move {
+        sleep_async(d).await;
+        let _ = tx.try_send(Instant::now());
+    });
+    ch
+}
+
+/// Deliver the time on a channel every `period` (Go's `time.Tick`/`NewTicker`):
+/// ticks a slow receiver misses are dropped, not queued, and a late tick does
+/// not cause a burst of catch-up ticks.
+///
+/// # Panics
+/// If `period` is zero.
+pub fn tick(period: Duration) -> Ticker {
+    assert!(
+        !period.is_zero(),
+        "gosched::time::tick: period must be non-zero"
+    );
+    let ch = crate::chan(1);
+    let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (tx, stop) = (ch.clone(), stopped.clone());
+    crate::spawn(async move {
+        let mut next = Instant::now() + period;
+        while !stop.load(Acquire) {
+            sleep_until(next).await;
+            if stop.load(Acquire) {
+                break;
+            }
+            let now = Instant::now();
+            let _ = tx.try_send(now);
+            // Go: when + period * (1 + lateness / period).
+            let late = now.saturating_duration_since(next);
+            let skipped = (late.as_nanos() / period.as_nanos()) as u32;
+            next += period * (1 + skipped);
+        }
+    });
+    Ticker { ch, stopped }
+}
+
+/// A periodic timer from [`tick`]. Stops when dropped.
+#[derive(Debug)]
+pub struct Ticker {
+    ch: crate::Chan<Instant>,
+    stopped: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Ticker {
+    /// The channel the ticks arrive on (usable in `select!`).
+    pub fn chan(&self) -> &crate::Chan<Instant> {
+        &self.ch
+    }
+
+    /// Wait for the next tick (blocking the goroutine or thread).
+    pub fn recv(&self) -> Option<Instant> {
+        self.ch.recv()
+    }
+
+    /// Stop ticking (takes effect by the next period at the latest).
+    pub fn stop(&self) {
+        self.stopped.store(true, Release);
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
