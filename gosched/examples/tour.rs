@@ -45,21 +45,45 @@ fn main() {
         rt.block_on(h).unwrap()
     );
 
-    // 4. 100,000 goroutines, each parked until released, then all woken.
+    // 4. Channels connect all three kinds of callers: a goroutine sends on an
+    //    unbuffered (rendezvous) channel, an async task receives and forwards,
+    //    and this plain thread collects.
+    let (nums, doubled) = (gosched::chan::<u64>(0), gosched::chan::<u64>(16));
+    let tx = nums.clone();
+    rt.go(move || {
+        for i in 1..=10 {
+            tx.send(i).unwrap(); // parks the goroutine until the task takes it
+        }
+        tx.close().unwrap();
+    });
+    let (rx, out) = (nums.clone(), doubled.clone());
+    rt.spawn(async move {
+        while let Some(v) = rx.recv_async().await {
+            out.send_async(v * 2).await.unwrap();
+        }
+        out.close().unwrap();
+    });
+    let sum: u64 = doubled.iter().sum();
+    println!(
+        "4. goroutine -> channel -> async task -> channel -> thread: sum of doubled 1..=10 = {sum}"
+    );
+
+    // 5. 100,000 goroutines, each parked until released, then all woken.
     let n = 100_000;
     let t = Instant::now();
     let parked = Arc::new(AtomicUsize::new(0));
     let p2 = parked.clone();
     let total = rt
         .block_on(rt.go(move || {
-            let gates: Vec<Gate> = (0..n).map(|_| Gate::default()).collect();
+            // Each goroutine parks on its own channel, as in Go.
+            let gates: Vec<gosched::Chan<()>> = (0..n).map(|_| gosched::chan(0)).collect();
             let handles: Vec<_> = gates
                 .iter()
                 .map(|g| {
                     let (g, p) = (g.clone(), p2.clone());
                     gosched::go(move || {
                         p.fetch_add(1, Ordering::Relaxed);
-                        gosched::block_on(g.wait()); // parks this goroutine
+                        g.recv(); // parks this goroutine until the channel closes
                         1u64
                     })
                 })
@@ -69,58 +93,30 @@ fn main() {
             }
             let live = gosched::runtime::num_goroutine();
             for g in &gates {
-                g.open();
+                g.close().unwrap();
             }
             let sum: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
             (sum, live)
         }))
         .unwrap();
     println!(
-        "4. {} goroutines parked at once ({} alive), woken and joined in {:?}",
+        "5. {} goroutines parked at once ({} alive), woken and joined in {:?}",
         total.0,
         total.1,
         t.elapsed()
     );
 
-    // 5. A panic stays inside its goroutine and comes back as a JoinError.
+    // 6. A panic stays inside its goroutine and comes back as a JoinError.
     let h = rt.go(|| -> u32 { panic!("something went wrong") });
     match rt.block_on(h) {
         Ok(_) => unreachable!(),
-        Err(e) => println!("5. the goroutine panicked, the runtime carried on: {e}"),
+        Err(e) => println!("6. the goroutine panicked, the runtime carried on: {e}"),
     }
     // ... and the runtime still works.
-    let h = rt.spawn(async { "6. still running after the panic" });
+    let h = rt.spawn(async { "7. still running after the panic" });
     println!("{}", rt.block_on(h).unwrap());
 
     // Dropping the runtime stops its threads and frees every stack.
     drop(rt);
     println!("done: the runtime shut down cleanly");
-}
-
-/// A one-shot gate (channels arrive with the next issue).
-#[derive(Clone, Default)]
-struct Gate(Arc<std::sync::Mutex<(bool, Option<std::task::Waker>)>>);
-
-impl Gate {
-    fn open(&self) {
-        let w = {
-            let mut g = self.0.lock().unwrap();
-            g.0 = true;
-            g.1.take()
-        };
-        if let Some(w) = w {
-            w.wake();
-        }
-    }
-    fn wait(&self) -> impl std::future::Future<Output = ()> + '_ {
-        std::future::poll_fn(move |cx| {
-            let mut g = self.0.lock().unwrap();
-            if g.0 {
-                std::task::Poll::Ready(())
-            } else {
-                g.1 = Some(cx.waker().clone());
-                std::task::Poll::Pending
-            }
-        })
-    }
 }
