@@ -96,6 +96,9 @@ pub struct WorkloadResult {
 impl WorkloadResult {
     /// gosched row ÷ peer row (medians of the primary figure).
     pub fn ratio(&self, gosched: &Row, peer: Impl) -> Option<f64> {
+        if !gosched.imp.races(peer) {
+            return None;
+        }
         let g = gosched.median()?;
         let p = self.rows.iter().find(|r| r.imp == peer)?.median()?;
         (p > 0.0).then(|| g / p)
@@ -156,7 +159,12 @@ pub fn main(opts: Options) -> std::io::Result<()> {
         Some(tc) => {
             eprintln!("go: {} ({})", tc.version, tc.go.display());
             for &w in &opts.workloads {
-                go_bins.push((w, build_go(tc, &paths, w)));
+                // Both W5 rows run the same program: build it once.
+                let built = go_bins
+                    .iter()
+                    .find(|(b, _)| b.program() == w.program())
+                    .map(|(_, bin)| bin.clone());
+                go_bins.push((w, built.unwrap_or_else(|| build_go(tc, &paths, w))));
             }
         }
     }
@@ -230,6 +238,7 @@ fn run_workload(
     let mut rows: Vec<Row> = opts
         .impls
         .iter()
+        .filter(|&&imp| w.runs(imp))
         .map(|&imp| {
             let status = match imp {
                 i if i.is_gosched() && !cfg!(feature = "gosched") => {
@@ -266,7 +275,7 @@ fn run_workload(
                 Impl::Go => {
                     let Some(Ok(bin)) = go_bin else { continue };
                     let mut c = Command::new(bin);
-                    c.arg(row.size.to_string());
+                    c.arg(row.size.to_string()).args(w.go_args());
                     c
                 }
                 imp => {

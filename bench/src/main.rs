@@ -21,14 +21,15 @@ use std::time::Duration;
 use workloads::{Impl, Workload};
 
 const USAGE: &str = "\
-usage: gosched-bench [all | w1 w2 w4 w7 ...] [options]
+usage: gosched-bench [all | w1 w2 w3 w4 w5 w7 ...] [options]   (w5 = both W5 rows; w5-0 = cap 0 only)
        gosched-bench run <workload> <impl> <procs> <size>   (one measurement)
 
 options:
   --quick          smaller sizes and 3 runs per row (the whole suite in < 2 min)
   --procs N        worker threads of every runtime (GOMAXPROCS for Go); default 2
   --runs N         runs per row (default 5, 3 for rows whose first run takes > 2 s)
-  --impl A,B       only these implementations: gosched-go, gosched-async, go, may, tokio
+  --impl A,B       only these implementations: gosched-go, gosched-async, go, may, tokio,
+                   crossbeam, flume, kanal (W5: plain threads)
   --timeout SECS   kill a measurement after this long (default 60)
 
 writes target/bench/results.json and target/bench/results.md";
@@ -96,9 +97,13 @@ fn driver(args: &[String]) -> Result<(), String> {
                     .collect::<Result<_, _>>()?
             }
             "all" => opts.workloads.extend(Workload::ALL),
-            w => opts.workloads.push(
-                Workload::parse(w).ok_or_else(|| format!("unknown argument {w:?}\n{USAGE}"))?,
-            ),
+            w => {
+                let sel = Workload::select(w);
+                if sel.is_empty() {
+                    return Err(format!("unknown argument {w:?}\n{USAGE}"));
+                }
+                opts.workloads.extend(sel)
+            }
         }
     }
     if opts.workloads.is_empty() {

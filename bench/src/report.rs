@@ -59,6 +59,23 @@ fn title(r: &WorkloadResult, procs: usize) -> String {
     )
 }
 
+/// The impl column: its name, and the workload's label for it if any
+/// (`tokio [cap 1]`, `crossbeam [threads]`).
+pub fn row_name(r: &WorkloadResult, row: &Row) -> String {
+    match r.workload.label(row.imp) {
+        Some(l) => format!("{} [{l}]", row.imp.name()),
+        None => row.imp.name().to_string(),
+    }
+}
+
+/// The ratio columns of one workload: the peers it has rows for.
+fn peers_of(r: &WorkloadResult) -> Vec<Impl> {
+    Impl::PEERS
+        .into_iter()
+        .filter(|p| r.rows.iter().any(|row| row.imp == *p))
+        .collect()
+}
+
 /// One workload as a console table.
 pub fn text_table(r: &WorkloadResult, procs: usize) -> String {
     let w = r.workload;
@@ -66,15 +83,16 @@ pub fn text_table(r: &WorkloadResult, procs: usize) -> String {
     let _ = writeln!(out, "\n{}", title(r, procs));
     let _ = write!(
         out,
-        "{:<14} {:>4} {:>10} {:>10} {:>10} {:>16} {:>11}",
+        "{:<19} {:>4} {:>10} {:>10} {:>10} {:>16} {:>11}",
         "impl", "runs", "median", "min", "max", "also", "peak RSS"
     );
-    for p in Impl::PEERS {
-        let _ = write!(out, " {:>7}", format!("÷{}", p.name()));
+    let peers = peers_of(r);
+    for p in &peers {
+        let _ = write!(out, " {:>10}", format!("÷{}", p.name()));
     }
     out.push('\n');
     for row in &r.rows {
-        let _ = write!(out, "{:<14} {:>4} ", row.imp.name(), row.runs.len());
+        let _ = write!(out, "{:<19} {:>4} ", row_name(r, row), row.runs.len());
         match row.median() {
             Some(m) => {
                 let _ = write!(
@@ -87,8 +105,8 @@ pub fn text_table(r: &WorkloadResult, procs: usize) -> String {
                     fmt_kb(row.median_peak_rss_kb())
                 );
                 if row.imp.is_gosched() {
-                    for p in Impl::PEERS {
-                        let _ = write!(out, " {:>7}", fmt_ratio(r.ratio(row, p)));
+                    for &p in &peers {
+                        let _ = write!(out, " {:>10}", fmt_ratio(r.ratio(row, p)));
                     }
                 }
             }
@@ -150,7 +168,11 @@ pub fn markdown(meta: &Meta, results: &[WorkloadResult]) -> String {
         let _ = write!(out, " ÷ {} |", p.name());
     }
     out.push('\n');
-    let _ = writeln!(out, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|");
+    let _ = writeln!(
+        out,
+        "|---|---|--:|--:|--:|--:|--:|{}",
+        "--:|".repeat(Impl::PEERS.len())
+    );
     for r in results {
         let w = r.workload;
         let label = format!(
@@ -161,9 +183,10 @@ pub fn markdown(meta: &Meta, results: &[WorkloadResult]) -> String {
             w.unit()
         );
         for row in &r.rows {
-            let imp = match &row.note {
-                Some(_) => format!("{} ({} units)", row.imp.name(), group(row.size)),
-                None => row.imp.name().to_string(),
+            let imp = if row.size != r.size {
+                format!("{} ({} units)", row_name(r, row), group(row.size))
+            } else {
+                row_name(r, row)
             };
             let _ = write!(out, "| {label} | {imp} |");
             match row.median() {
@@ -206,6 +229,16 @@ pub fn json(meta: &Meta, results: &[WorkloadResult], workspace: &Path) -> String
     let versions = Obj::new()
         .str("tokio", &locked_version(&lock, "tokio").unwrap_or_default())
         .str("may", &locked_version(&lock, "may").unwrap_or_default())
+        .str(
+            "async-channel",
+            &locked_version(&lock, "async-channel").unwrap_or_default(),
+        )
+        .str(
+            "crossbeam-channel",
+            &locked_version(&lock, "crossbeam-channel").unwrap_or_default(),
+        )
+        .str("flume", &locked_version(&lock, "flume").unwrap_or_default())
+        .str("kanal", &locked_version(&lock, "kanal").unwrap_or_default())
         .str("go", meta.go.as_deref().unwrap_or(""))
         .finish();
     let meta_json = Obj::new()
@@ -248,6 +281,7 @@ pub fn json(meta: &Meta, results: &[WorkloadResult], workspace: &Path) -> String
             let ok = row.median().is_some();
             Obj::new()
                 .str("impl", row.imp.name())
+                .str("label", r.workload.label(row.imp).unwrap_or(""))
                 .num("size", row.size)
                 .str("note", row.note.as_deref().unwrap_or(""))
                 .str("status", status)

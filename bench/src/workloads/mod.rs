@@ -11,8 +11,14 @@ use std::time::{Duration, Instant};
 
 pub mod w1_spawn;
 pub mod w2_skynet;
+pub mod w3_pingpong;
 pub mod w4_yield;
+pub mod w5_mpmc;
 pub mod w7_parked;
+
+/// W5 cap 0: the message count of the thread + channel-crate rows in full
+/// mode (see [`Workload::size_for`]).
+pub const W5_CAP0_THREADS: u64 = 1_000_000;
 
 /// One implementation of a workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,18 +33,37 @@ pub enum Impl {
     May,
     /// Go goroutines, `GOMAXPROCS = procs` (a separate Go program).
     Go,
+    /// Plain OS threads + `crossbeam_channel` (channel workloads only).
+    Crossbeam,
+    /// Plain OS threads + `flume` (channel workloads only).
+    Flume,
+    /// Plain OS threads + `kanal` (channel workloads only).
+    Kanal,
 }
 
 impl Impl {
-    pub const ALL: [Impl; 5] = [
+    pub const ALL: [Impl; 8] = [
         Impl::GoschedGo,
         Impl::GoschedAsync,
         Impl::Go,
         Impl::May,
         Impl::Tokio,
+        Impl::Crossbeam,
+        Impl::Flume,
+        Impl::Kanal,
     ];
-    /// The peers that gosched rows are divided by.
-    pub const PEERS: [Impl; 3] = [Impl::Go, Impl::May, Impl::Tokio];
+    /// The peers that gosched rows are divided by (see [`Impl::races`]).
+    pub const PEERS: [Impl; 4] = [Impl::Go, Impl::May, Impl::Tokio, Impl::Crossbeam];
+
+    /// Whether a ratio `self ÷ peer` is reported: goroutine rows race Go,
+    /// may and crossbeam-channel (plain threads); async rows race tokio.
+    pub fn races(self, peer: Impl) -> bool {
+        match self {
+            Impl::GoschedGo => matches!(peer, Impl::Go | Impl::May | Impl::Crossbeam),
+            Impl::GoschedAsync => peer == Impl::Tokio,
+            _ => false,
+        }
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -47,6 +72,9 @@ impl Impl {
             Impl::Tokio => "tokio",
             Impl::May => "may",
             Impl::Go => "go",
+            Impl::Crossbeam => "crossbeam",
+            Impl::Flume => "flume",
+            Impl::Kanal => "kanal",
         }
     }
 
@@ -57,6 +85,11 @@ impl Impl {
     pub fn is_gosched(self) -> bool {
         matches!(self, Impl::GoschedGo | Impl::GoschedAsync)
     }
+
+    /// Plain OS threads with a channel crate (no runtime, `procs` unused).
+    pub fn is_threads(self) -> bool {
+        matches!(self, Impl::Crossbeam | Impl::Flume | Impl::Kanal)
+    }
 }
 
 /// A workload: what it is called, its sizes, what result proves it ran, and
@@ -65,15 +98,23 @@ impl Impl {
 pub enum Workload {
     W1Spawn,
     W2Skynet,
+    W3Pingpong,
     W4Yield,
+    /// W5 at cap 1024.
+    W5Mpmc,
+    /// W5 at cap 0 (rendezvous).
+    W5Mpmc0,
     W7Parked,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 4] = [
+    pub const ALL: [Workload; 7] = [
         Workload::W1Spawn,
         Workload::W2Skynet,
+        Workload::W3Pingpong,
         Workload::W4Yield,
+        Workload::W5Mpmc,
+        Workload::W5Mpmc0,
         Workload::W7Parked,
     ];
 
@@ -81,7 +122,10 @@ impl Workload {
         match self {
             Workload::W1Spawn => "w1",
             Workload::W2Skynet => "w2",
+            Workload::W3Pingpong => "w3",
             Workload::W4Yield => "w4",
+            Workload::W5Mpmc => "w5",
+            Workload::W5Mpmc0 => "w5-0",
             Workload::W7Parked => "w7",
         }
     }
@@ -90,32 +134,119 @@ impl Workload {
         match self {
             Workload::W1Spawn => "spawn",
             Workload::W2Skynet => "skynet",
+            Workload::W3Pingpong => "pingpong",
             Workload::W4Yield => "yield",
+            Workload::W5Mpmc => "mpmc",
+            Workload::W5Mpmc0 => "mpmc-cap0",
             Workload::W7Parked => "parked",
         }
     }
 
-    /// The module / Go program name, e.g. `w1_spawn`.
-    pub fn program(self) -> String {
-        format!("{}_{}", self.id(), self.name())
+    /// The row family on the command line: `w5` selects both W5 rows.
+    fn family(self) -> &'static str {
+        match self {
+            Workload::W5Mpmc | Workload::W5Mpmc0 => "w5",
+            w => w.id(),
+        }
     }
 
+    /// The module / Go program name, e.g. `w1_spawn` (both W5 rows run
+    /// `w5_mpmc`, with the capacity as an argument).
+    pub fn program(self) -> String {
+        match self {
+            Workload::W5Mpmc | Workload::W5Mpmc0 => "w5_mpmc".into(),
+            w => format!("{}_{}", w.id(), w.name()),
+        }
+    }
+
+    /// Arguments of the Go program after the size.
+    pub fn go_args(self) -> Vec<String> {
+        match self.cap() {
+            Some(cap) => vec![cap.to_string()],
+            None => Vec::new(),
+        }
+    }
+
+    /// W5's channel capacity.
+    pub fn cap(self) -> Option<usize> {
+        match self {
+            Workload::W5Mpmc => Some(1024),
+            Workload::W5Mpmc0 => Some(0),
+            _ => None,
+        }
+    }
+
+    /// One workload by its exact id or name (the worker's argument).
     pub fn parse(s: &str) -> Option<Workload> {
         let s = s.to_ascii_lowercase();
         Workload::ALL
             .into_iter()
-            .find(|w| w.id() == s || w.name() == s || w.program() == s)
+            .find(|w| w.id() == s || w.name() == s)
     }
 
-    /// `size`: units (W1), leaves (W2), yields per unit (W4), parked units (W7).
+    /// What a driver argument selects: `w5` (or `mpmc`, `w5_mpmc`) is both
+    /// W5 rows, `w5-0` only the cap-0 one.
+    pub fn select(s: &str) -> Vec<Workload> {
+        let s = s.to_ascii_lowercase();
+        Workload::ALL
+            .into_iter()
+            .filter(|w| {
+                w.id() == s
+                    || w.name() == s
+                    || w.family() == s
+                    || w.program() == s
+                    || (w.family() == "w5" && s == "mpmc")
+            })
+            .collect()
+    }
+
+    /// Whether `imp` has an implementation of this workload (the thread +
+    /// channel-crate peers are W5 only; may has no bounded channel for W5).
+    pub fn runs(self, imp: Impl) -> bool {
+        match self {
+            Workload::W5Mpmc | Workload::W5Mpmc0 => imp != Impl::May,
+            _ => !imp.is_threads(),
+        }
+    }
+
+    /// A short tag shown beside the impl name where its channel is not the
+    /// one the row asks for.
+    pub fn label(self, imp: Impl) -> Option<&'static str> {
+        match (self, imp) {
+            (Workload::W3Pingpong | Workload::W5Mpmc0, Impl::Tokio) => Some("cap 1"),
+            (Workload::W3Pingpong, Impl::May) => Some("unbounded"),
+            (_, i) if i.is_threads() => Some("threads"),
+            _ => None,
+        }
+    }
+
+    /// Why the label: printed under the table.
+    fn label_note(self, imp: Impl) -> Option<&'static str> {
+        match (self, imp) {
+            (Workload::W3Pingpong | Workload::W5Mpmc0, Impl::Tokio) => Some(
+                "tokio tasks + async-channel bounded(1): async-channel has no rendezvous (cap 0) channel",
+            ),
+            (Workload::W3Pingpong, Impl::May) => Some(
+                "may::sync::mpsc::channel, unbounded: may has no rendezvous (or bounded) channel",
+            ),
+            _ => None,
+        }
+    }
+
+    /// `size`: units (W1), leaves (W2), round trips (W3), yields per unit
+    /// (W4), messages in all (W5, a multiple of 4), parked units (W7).
     pub fn size(self, quick: bool) -> u64 {
         match (self, quick) {
             (Workload::W1Spawn, false) => 1_000_000,
             (Workload::W1Spawn, true) => 200_000,
             (Workload::W2Skynet, false) => 1_000_000,
             (Workload::W2Skynet, true) => 100_000,
+            (Workload::W3Pingpong, false) => 1_000_000,
+            (Workload::W3Pingpong, true) => 100_000,
             (Workload::W4Yield, false) => 1_000_000,
             (Workload::W4Yield, true) => 100_000,
+            (Workload::W5Mpmc | Workload::W5Mpmc0, false) => 10_000_000,
+            (Workload::W5Mpmc | Workload::W5Mpmc0, true) => 1_000_000,
             (Workload::W7Parked, false) => 100_000,
             (Workload::W7Parked, true) => 20_000,
         }
@@ -126,7 +257,30 @@ impl Workload {
     /// coroutine stack is 2 memory maps (stack + guard page), so at most
     /// about vm.max_map_count / 2 may coroutines can be alive at once. W7's
     /// figure is per unit, so a smaller run still compares.
+    ///
+    /// Also W5 cap 0 for the thread peers: a rendezvous handoff between OS
+    /// threads costs microseconds (flume ~6 µs/msg, 60 s for 10M), so they
+    /// run [`W5_CAP0_THREADS`] messages; the figure is per message.
+    ///
+    /// The note also explains the row's [`Workload::label`], if any.
     pub fn size_for(self, imp: Impl, size: u64) -> (u64, Option<String>) {
+        let (size, why) = self.size_for_inner(imp, size);
+        let note = match (why, self.label_note(imp)) {
+            (Some(w), Some(l)) => Some(format!("{l}; {w}")),
+            (w, l) => w.or(l.map(String::from)),
+        };
+        (size, note)
+    }
+
+    fn size_for_inner(self, imp: Impl, size: u64) -> (u64, Option<String>) {
+        if self == Workload::W5Mpmc0 && imp.is_threads() && size > W5_CAP0_THREADS {
+            let why = format!(
+                "ran {} messages, not {}: a rendezvous between OS threads is slow",
+                group(W5_CAP0_THREADS),
+                group(size)
+            );
+            return (W5_CAP0_THREADS, Some(why));
+        }
         if self != Workload::W7Parked || imp != Impl::May {
             return (size, None);
         }
@@ -159,6 +313,15 @@ impl Workload {
                 "10-ary tree, {} leaves, each node sums its children",
                 group(size)
             ),
+            Workload::W3Pingpong => format!(
+                "2 units, 2 unbuffered channels, {} round trips",
+                group(size)
+            ),
+            Workload::W5Mpmc | Workload::W5Mpmc0 => format!(
+                "4 producers, 4 consumers, one channel of cap {}, {} u64 in all; threads rows: 8 OS threads, no runtime",
+                self.cap().unwrap_or(0),
+                group(size)
+            ),
             Workload::W4Yield => format!(
                 "{} units (2 per proc) each yield {} times",
                 2 * procs,
@@ -175,7 +338,9 @@ impl Workload {
     pub fn unit(self) -> &'static str {
         match self {
             Workload::W1Spawn | Workload::W2Skynet => "ms",
+            Workload::W3Pingpong => "ns/round trip",
             Workload::W4Yield => "ns/yield",
+            Workload::W5Mpmc | Workload::W5Mpmc0 => "ns/msg",
             Workload::W7Parked => "bytes/unit",
         }
     }
@@ -184,7 +349,9 @@ impl Workload {
     pub fn expected(self, size: u64, procs: usize) -> u64 {
         match self {
             Workload::W1Spawn | Workload::W7Parked => size,
-            Workload::W2Skynet => size * (size - 1) / 2,
+            Workload::W2Skynet | Workload::W5Mpmc | Workload::W5Mpmc0 => size * (size - 1) / 2,
+            // The pinger sends 0..n, the ponger answers each v with v + 1.
+            Workload::W3Pingpong => size * (size + 1) / 2,
             Workload::W4Yield => 2 * procs as u64 * size,
         }
     }
@@ -194,6 +361,9 @@ impl Workload {
         match self {
             Workload::W1Spawn | Workload::W2Skynet => s.elapsed_ns as f64 / 1e6,
             Workload::W4Yield => s.elapsed_ns as f64 / (2 * procs as u64 * size) as f64,
+            Workload::W3Pingpong | Workload::W5Mpmc | Workload::W5Mpmc0 => {
+                s.elapsed_ns as f64 / size as f64
+            }
             Workload::W7Parked => {
                 let delta_kb = s.rss_after_kb.saturating_sub(s.rss_before_kb);
                 (delta_kb * 1024) as f64 / size as f64
@@ -209,7 +379,9 @@ impl Workload {
                 let nodes = (size * 10 - 1) / 9; // 1 + 10 + ... + size
                 format!("{:.0} ns/node", median_primary * 1e6 / nodes as f64)
             }
-            Workload::W4Yield => format!("{:.0} ms", median_elapsed_ns / 1e6),
+            Workload::W3Pingpong | Workload::W4Yield | Workload::W5Mpmc | Workload::W5Mpmc0 => {
+                format!("{:.0} ms", median_elapsed_ns / 1e6)
+            }
             Workload::W7Parked => format!("{:.0} ms to park", median_elapsed_ns / 1e6),
         }
     }
@@ -249,7 +421,11 @@ pub fn run_one(w: Workload, imp: Impl, procs: usize, size: u64) -> Result<(), St
     let sample = match w {
         Workload::W1Spawn => w1_spawn::run(imp, procs, size),
         Workload::W2Skynet => w2_skynet::run(imp, procs, size),
+        Workload::W3Pingpong => w3_pingpong::run(imp, procs, size),
         Workload::W4Yield => w4_yield::run(imp, procs, size),
+        Workload::W5Mpmc | Workload::W5Mpmc0 => {
+            w5_mpmc::run(imp, procs, size, w.cap().expect("W5 has a cap"))
+        }
         Workload::W7Parked => w7_parked::run(imp, procs, size),
     };
     let line = crate::json::Obj::new()
@@ -376,4 +552,32 @@ pub fn group(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selection_and_sizes() {
+        assert_eq!(
+            Workload::select("w5"),
+            vec![Workload::W5Mpmc, Workload::W5Mpmc0]
+        );
+        assert_eq!(Workload::select("w5-0"), vec![Workload::W5Mpmc0]);
+        assert_eq!(Workload::select("w3"), vec![Workload::W3Pingpong]);
+        for w in Workload::ALL {
+            assert_eq!(Workload::parse(w.id()), Some(w));
+        }
+        assert!(!Workload::W1Spawn.runs(Impl::Crossbeam));
+        assert!(!Workload::W5Mpmc.runs(Impl::May));
+        let (n, note) = Workload::W5Mpmc0.size_for(Impl::Flume, 10_000_000);
+        assert_eq!((n, note.is_some()), (W5_CAP0_THREADS, true));
+        assert_eq!(
+            Workload::W5Mpmc.size_for(Impl::Flume, 10_000_000).0,
+            10_000_000
+        );
+        assert_eq!(Workload::W3Pingpong.expected(3, 2), 1 + 2 + 3);
+        assert!(Impl::GoschedGo.races(Impl::Crossbeam) && !Impl::GoschedAsync.races(Impl::Go));
+    }
 }
