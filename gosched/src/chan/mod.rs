@@ -100,6 +100,9 @@ impl<T> Waiter<T> {
     }
 }
 
+/// A waiter completed under the lock, to be woken once it is released.
+type ToWake<T> = Option<Arc<Waiter<T>>>;
+
 struct State<T> {
     buf: VecDeque<T>,
     closed: bool,
@@ -129,48 +132,61 @@ impl<T> Inner<T> {
         s.closed || self.receivers.load(Acquire) == 0
     }
 
-    /// Non-blocking send. `Err(v)` with `full = true` when it would block.
-    fn try_send(&self, v: T) -> Result<(), (T, bool)> {
-        let mut s = self.lock();
-        if self.send_closed(&s) {
+    /// Send under the lock: deliver `v` to a parked receiver or buffer it.
+    /// `Ok(Some(w))`: wake `w` once the lock is released. `Err((v, full))`:
+    /// `full` = it would block, else the channel is closed.
+    fn send_locked(&self, s: &mut State<T>, v: T) -> Result<ToWake<T>, (T, bool)> {
+        if self.send_closed(s) {
             return Err((v, false));
         }
         if let Some(r) = s.recvq.pop_front() {
             *lock(&r.slot) = Some(v);
             r.complete(DONE);
-            drop(s);
-            r.wake();
-            return Ok(());
+            return Ok(Some(r));
         }
         if s.buf.len() < self.cap {
             s.buf.push_back(v);
-            return Ok(());
+            return Ok(None);
         }
         Err((v, true))
     }
 
-    /// Non-blocking receive: `Ok(v)`, or `Err(closed)`.
-    fn try_recv(&self) -> Result<T, bool> {
-        let mut s = self.lock();
+    /// Receive under the lock: `Ok((v, to_wake))`, or `Err(closed)`.
+    fn recv_locked(&self, s: &mut State<T>) -> Result<(T, ToWake<T>), bool> {
         if let Some(v) = s.buf.pop_front() {
             // A parked sender refills the freed slot (FIFO kept).
-            if let Some(w) = s.sendq.pop_front() {
+            let w = s.sendq.pop_front();
+            if let Some(w) = &w {
                 let sv = lock(&w.slot).take().expect("parked sender holds its value");
                 s.buf.push_back(sv);
                 w.complete(DONE);
-                drop(s);
-                w.wake();
             }
-            return Ok(v);
+            return Ok((v, w));
         }
         if let Some(w) = s.sendq.pop_front() {
             let v = lock(&w.slot).take().expect("parked sender holds its value");
             w.complete(DONE);
-            drop(s);
-            w.wake();
-            return Ok(v);
+            return Ok((v, Some(w)));
         }
         Err(s.closed || self.senders.load(Acquire) == 0)
+    }
+
+    /// Non-blocking send. `Err(v)` with `full = true` when it would block.
+    fn try_send(&self, v: T) -> Result<(), (T, bool)> {
+        let woken = self.send_locked(&mut self.lock(), v)?;
+        if let Some(w) = woken {
+            w.wake();
+        }
+        Ok(())
+    }
+
+    /// Non-blocking receive: `Ok(v)`, or `Err(closed)`.
+    fn try_recv(&self) -> Result<T, bool> {
+        let (v, woken) = self.recv_locked(&mut self.lock())?;
+        if let Some(w) = woken {
+            w.wake();
+        }
+        Ok(v)
     }
 
     fn close(&self) -> Result<(), CloseError> {
@@ -546,21 +562,18 @@ impl<T> Future for SendFut<'_, T> {
             };
         }
         let v = this.value.take().expect("SendFut polled after completion");
-        match this.inner.try_send(v) {
-            Ok(()) => Poll::Ready(Ok(())),
+        // One critical section: complete now, or park.
+        let mut s = this.inner.lock();
+        match this.inner.send_locked(&mut s, v) {
+            Ok(woken) => {
+                drop(s);
+                if let Some(w) = woken {
+                    w.wake();
+                }
+                Poll::Ready(Ok(()))
+            }
             Err((v, false)) => Poll::Ready(Err(SendError(v))),
             Err((v, true)) => {
-                // Re-check and park under one lock (the state may have changed).
-                let mut s = this.inner.lock();
-                if this.inner.send_closed(&s) {
-                    return Poll::Ready(Err(SendError(v)));
-                }
-                if !s.recvq.is_empty() || s.buf.len() < this.inner.cap {
-                    drop(s);
-                    this.value = Some(v);
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
-                }
                 let w = Waiter::new(Some(v), cx.waker());
                 s.sendq.push_back(w.clone());
                 this.waiter = Some(w);
@@ -609,19 +622,18 @@ impl<T> Future for RecvFut<'_, T> {
                 }
             };
         }
-        match this.inner.try_recv() {
-            Ok(v) => Poll::Ready(Some(v)),
+        // One critical section: complete now, or park.
+        let mut s = this.inner.lock();
+        match this.inner.recv_locked(&mut s) {
+            Ok((v, woken)) => {
+                drop(s);
+                if let Some(w) = woken {
+                    w.wake();
+                }
+                Poll::Ready(Some(v))
+            }
             Err(true) => Poll::Ready(None),
             Err(false) => {
-                let mut s = this.inner.lock();
-                if !s.buf.is_empty() || !s.sendq.is_empty() {
-                    drop(s);
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
-                }
-                if s.closed || this.inner.senders.load(Acquire) == 0 {
-                    return Poll::Ready(None);
-                }
                 let w = Waiter::new(None, cx.waker());
                 s.recvq.push_back(w.clone());
                 this.waiter = Some(w);

@@ -178,15 +178,13 @@ impl Shared {
 
     /// Count a completed task (for `num_goroutine`).
     pub(crate) fn task_completed(&self) {
-        match machine::current() {
-            Some(ctx) if ptr::eq(Arc::as_ptr(&ctx.shared), self) && ctx.p.get().is_some() => {
-                let p = ctx.p.get().unwrap_or(0);
-                self.procs[p].completed.fetch_add(1, Relaxed);
-            }
-            _ => {
-                self.pless_completed.fetch_add(1, Relaxed);
-            }
-        }
+        let p = machine::current()
+            .filter(|ctx| ptr::eq(Arc::as_ptr(&ctx.shared), self))
+            .and_then(|ctx| ctx.p.get());
+        match p {
+            Some(p) => self.procs[p].completed.fetch_add(1, Relaxed),
+            None => self.pless_completed.fetch_add(1, Relaxed),
+        };
     }
 
     /// Goroutines and tasks spawned and not yet completed (a snapshot).
@@ -267,13 +265,9 @@ impl Shared {
             return;
         }
         s.global.push_back(task);
-        // Go's batch size (see `globrunqget_locked`), all of it into the ring in
-        // queue order; find_runnable pops the first next.
-        let len = s.global.len();
-        let n = (len / self.procs.len() + 1)
-            .min(len)
-            .min(runq::CAPACITY / 2);
-        for _ in 0..n {
+        // Go's batch, all of it into the ring in queue order; find_runnable pops
+        // the first next.
+        for _ in 0..self.global_batch(s.global.len(), 0) {
             let t = s.global.pop_front().expect("len checked");
             // SAFETY: the caller owns `p` (RUNNING) and its ring is empty, so the
             // at most 128 tasks fit.
@@ -305,16 +299,20 @@ impl Shared {
         self.globrunqget_locked(&mut s, p, max)
     }
 
+    /// How many Gs a P takes from a global queue of `len` (Go's `globrunqget`):
+    /// its fair share `len/procs + 1`, at most `max` (0: no limit) and half a ring.
+    fn global_batch(&self, len: usize, max: usize) -> usize {
+        let n = (len / self.procs.len() + 1).min(len);
+        let n = if max > 0 { n.min(max) } else { n };
+        n.min(runq::CAPACITY / 2)
+    }
+
     fn globrunqget_locked(&self, s: &mut Sched, p: &Processor, max: usize) -> Option<Task> {
         let len = s.global.len();
         if len == 0 {
             return None;
         }
-        let mut n = (len / self.procs.len() + 1).min(len);
-        if max > 0 {
-            n = n.min(max);
-        }
-        n = n.min(runq::CAPACITY / 2);
+        let n = self.global_batch(len, max);
         let first = s.global.pop_front();
         let mut spill = Vec::new();
         for _ in 1..n {
