@@ -42,6 +42,10 @@ pub mod time;
 #[cfg(loom)]
 #[path = "sched/loom_mod.rs"]
 pub(crate) mod sched;
+/// ... and the channel core (waiters, claiming, select).
+#[cfg(loom)]
+#[path = "chan/loom_mod.rs"]
+pub(crate) mod chan;
 
 #[cfg(not(loom))]
 pub use chan::{chan, Chan};

@@ -3,8 +3,10 @@
 //! # Protocol (Go's `chan.go`, with futures)
 //!
 //! A channel is one lock around: a ring buffer of at most `cap` values, the
-//! closed flag, and two FIFO wait queues of parked senders and receivers. Go's
-//! invariants hold under the lock:
+//! closed flag, and two FIFO wait queues of parked senders and receivers
+//! (`core.rs` has the details: waiters, claiming, waking; `queue.rs` the
+//! intrusive queues; `select.rs` the select protocol). Go's invariants hold under
+//! the lock:
 //! - never both queues non-empty;
 //! - values in the buffer ⇒ no parked receivers;
 //! - free space in the buffer ⇒ no parked senders.
@@ -12,9 +14,9 @@
 //! Every operation is a future; the blocking forms (`send`, `recv`) run it with
 //! `crate::block_on`, so a goroutine parks its G, a plain thread parks itself, and
 //! async code `.await`s the same future. A parked operation is a `Waiter` in a
-//! queue: a slot for the value, a state (`WAITING → DONE | CLOSED`, set only
-//! under the channel lock) and the waker (under the waiter's own small lock, so a
-//! re-poll that updates it never misses the completion).
+//! queue: a slot for the value and a state (`WAITING → DONE | CLOSED`, set only
+//! under the channel lock by whoever *claimed* it — for a select waiter, claiming
+//! is the CAS that decides which arm of the select wins).
 //!
 //! - **Send**: closed → error with the value back; a parked receiver → the value
 //!   goes straight into its slot (no buffer bounce) and it is woken after the
@@ -29,6 +31,9 @@
 //!   value back in `SendError`; closing twice returns `Err(CloseError)`.
 //! - Wakers are always called after the channel lock is released.
 //!
+//! `select!` (`select.rs`, `macros.rs`) registers one waiter per arm, all sharing
+//! one claim word, so exactly one arm completes.
+//!
 //! Cancel safety: dropping a pending send future withdraws the value (it was
 //! never sent). Dropping a receive future that a sender already filled puts the
 //! value back: to another parked receiver, or at the head of the buffer (which may
@@ -40,194 +45,28 @@
 //! buffer, then get `None`), and when the last handle able to receive is dropped,
 //! sends fail with `SendError` (parked senders are woken with their values).
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
+mod core;
 mod error;
+mod macros;
+mod queue;
+mod select;
+
+use self::core::Inner;
+pub use self::core::{RecvFut, SendFut};
 pub use error::{
     CloseError, RecvTimeoutError, SendError, SendTimeoutError, TryRecvError, TrySendError,
 };
+#[doc(hidden)]
+pub use select::{__select_blocking, __select_future};
+pub use select::{RecvArm, Select, SelectArm, SelectFut, Selected, SendArm};
 
-const WAITING: u8 = 0;
-const DONE: u8 = 1;
-const CLOSED: u8 = 2;
-
-struct Waiter<T> {
-    state: AtomicU8,
-    slot: Mutex<Option<T>>,
-    waker: Mutex<Option<Waker>>,
-}
-
-impl<T> Waiter<T> {
-    fn new(value: Option<T>, waker: &Waker) -> Arc<Self> {
-        Arc::new(Waiter {
-            state: AtomicU8::new(WAITING),
-            slot: Mutex::new(value),
-            waker: Mutex::new(Some(waker.clone())),
-        })
-    }
-
-    /// Under the channel lock: finish the wait. The caller wakes it after
-    /// unlocking (`wake`).
-    fn complete(&self, state: u8) {
-        self.state.store(state, Release);
-    }
-
-    fn wake(&self) {
-        let w = lock(&self.waker).take();
-        if let Some(w) = w {
-            w.wake();
-        }
-    }
-
-    /// Re-poll: the current state, registering `waker` if still waiting.
-    fn poll_state(&self, waker: &Waker) -> u8 {
-        let mut w = lock(&self.waker);
-        let s = self.state.load(Acquire);
-        if s == WAITING {
-            match &*w {
-                Some(old) if old.will_wake(waker) => {}
-                _ => *w = Some(waker.clone()),
-            }
-        }
-        s
-    }
-}
-
-/// A waiter completed under the lock, to be woken once it is released.
-type ToWake<T> = Option<Arc<Waiter<T>>>;
-
-struct State<T> {
-    buf: VecDeque<T>,
-    closed: bool,
-    recvq: VecDeque<Arc<Waiter<T>>>,
-    sendq: VecDeque<Arc<Waiter<T>>>,
-}
-
-struct Inner<T> {
-    state: Mutex<State<T>>,
-    cap: usize,
-    /// Handles able to send / to receive (a `Chan` counts as both).
-    senders: AtomicUsize,
-    receivers: AtomicUsize,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-impl<T> Inner<T> {
-    fn lock(&self) -> MutexGuard<'_, State<T>> {
-        lock(&self.state)
-    }
-
-    /// Sends fail when nobody can receive any more.
-    fn send_closed(&self, s: &State<T>) -> bool {
-        s.closed || self.receivers.load(Acquire) == 0
-    }
-
-    /// Send under the lock: deliver `v` to a parked receiver or buffer it.
-    /// `Ok(Some(w))`: wake `w` once the lock is released. `Err((v, full))`:
-    /// `full` = it would block, else the channel is closed.
-    fn send_locked(&self, s: &mut State<T>, v: T) -> Result<ToWake<T>, (T, bool)> {
-        if self.send_closed(s) {
-            return Err((v, false));
-        }
-        if let Some(r) = s.recvq.pop_front() {
-            *lock(&r.slot) = Some(v);
-            r.complete(DONE);
-            return Ok(Some(r));
-        }
-        if s.buf.len() < self.cap {
-            s.buf.push_back(v);
-            return Ok(None);
-        }
-        Err((v, true))
-    }
-
-    /// Receive under the lock: `Ok((v, to_wake))`, or `Err(closed)`.
-    fn recv_locked(&self, s: &mut State<T>) -> Result<(T, ToWake<T>), bool> {
-        if let Some(v) = s.buf.pop_front() {
-            // A parked sender refills the freed slot (FIFO kept).
-            let w = s.sendq.pop_front();
-            if let Some(w) = &w {
-                let sv = lock(&w.slot).take().expect("parked sender holds its value");
-                s.buf.push_back(sv);
-                w.complete(DONE);
-            }
-            return Ok((v, w));
-        }
-        if let Some(w) = s.sendq.pop_front() {
-            let v = lock(&w.slot).take().expect("parked sender holds its value");
-            w.complete(DONE);
-            return Ok((v, Some(w)));
-        }
-        Err(s.closed || self.senders.load(Acquire) == 0)
-    }
-
-    /// Non-blocking send. `Err(v)` with `full = true` when it would block.
-    fn try_send(&self, v: T) -> Result<(), (T, bool)> {
-        let woken = self.send_locked(&mut self.lock(), v)?;
-        if let Some(w) = woken {
-            w.wake();
-        }
-        Ok(())
-    }
-
-    /// Non-blocking receive: `Ok(v)`, or `Err(closed)`.
-    fn try_recv(&self) -> Result<T, bool> {
-        let (v, woken) = self.recv_locked(&mut self.lock())?;
-        if let Some(w) = woken {
-            w.wake();
-        }
-        Ok(v)
-    }
-
-    fn close(&self) -> Result<(), CloseError> {
-        let (rq, sq) = {
-            let mut s = self.lock();
-            if s.closed {
-                return Err(CloseError);
-            }
-            s.closed = true;
-            (std::mem::take(&mut s.recvq), std::mem::take(&mut s.sendq))
-        };
-        Self::fail_all(rq, sq);
-        Ok(())
-    }
-
-    /// Wake every parked waiter with CLOSED (their locks are already released).
-    fn fail_all(rq: VecDeque<Arc<Waiter<T>>>, sq: VecDeque<Arc<Waiter<T>>>) {
-        for w in rq.iter().chain(sq.iter()) {
-            w.complete(CLOSED);
-        }
-        for w in rq.iter().chain(sq.iter()) {
-            w.wake();
-        }
-    }
-
-    /// The last sender or receiver handle is gone: fail the waiters that can no
-    /// longer complete.
-    fn disconnect(&self, side_senders: bool) {
-        let (rq, sq) = {
-            let mut s = self.lock();
-            if side_senders {
-                // Receivers drain the buffer, then see "closed".
-                s.closed = true;
-                (std::mem::take(&mut s.recvq), VecDeque::new())
-            } else {
-                (VecDeque::new(), std::mem::take(&mut s.sendq))
-            }
-        };
-        Self::fail_all(rq, sq);
-    }
-}
+use crate::loom::sync::atomic::Ordering::*;
+use crate::loom::sync::Arc;
 
 // ---- handles ------------------------------------------------------------------------
 
@@ -250,17 +89,7 @@ pub struct Receiver<T> {
 /// channel (a send completes when a receiver takes the value).
 pub fn chan<T>(cap: usize) -> Chan<T> {
     Chan {
-        inner: Arc::new(Inner {
-            state: Mutex::new(State {
-                buf: VecDeque::with_capacity(cap.min(4096)),
-                closed: false,
-                recvq: VecDeque::new(),
-                sendq: VecDeque::new(),
-            }),
-            cap,
-            senders: AtomicUsize::new(1),
-            receivers: AtomicUsize::new(1),
-        }),
+        inner: Arc::new(Inner::new(cap)),
     }
 }
 
@@ -316,6 +145,11 @@ macro_rules! send_methods {
             }
         }
 
+        /// A send case for a [`Select`] (what `select!`'s `send(ch, value)` builds).
+        pub fn send_arm(&self, value: T) -> SendArm<'_, T> {
+            SendArm::new(&self.inner, value)
+        }
+
         /// Send without blocking.
         pub fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
             self.inner.try_send(value).map_err(|(v, full)| {
@@ -367,6 +201,11 @@ macro_rules! recv_methods {
                 inner: &self.inner,
                 waiter: None,
             }
+        }
+
+        /// A receive case for a [`Select`] (what `select!`'s `recv(ch)` builds).
+        pub fn recv_arm(&self) -> RecvArm<'_, T> {
+            RecvArm::new(&self.inner)
         }
 
         /// Receive without blocking.
@@ -508,164 +347,6 @@ macro_rules! debug_impl {
 debug_impl!(Chan);
 debug_impl!(Sender);
 debug_impl!(Receiver);
-
-// ---- futures ---------------------------------------------------------------------------
-
-/// Future of [`Chan::send_async`].
-#[must_use = "futures do nothing unless polled"]
-pub struct SendFut<'a, T> {
-    inner: &'a Arc<Inner<T>>,
-    value: Option<T>,
-    waiter: Option<Arc<Waiter<T>>>,
-}
-
-impl<T> Unpin for SendFut<'_, T> {}
-
-impl<T> SendFut<'_, T> {
-    /// Withdraw a pending send: the value if it was not delivered.
-    fn withdraw(self: Pin<&mut Self>) -> Option<T> {
-        let this = self.get_mut();
-        if let Some(v) = this.value.take() {
-            return Some(v);
-        }
-        let w = this.waiter.take()?;
-        let mut s = this.inner.lock();
-        if w.state.load(Acquire) == DONE {
-            return None;
-        }
-        s.sendq.retain(|x| !Arc::ptr_eq(x, &w));
-        drop(s);
-        let v = lock(&w.slot).take();
-        v
-    }
-}
-
-impl<T> Future for SendFut<'_, T> {
-    type Output = Result<(), SendError<T>>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        if let Some(w) = &this.waiter {
-            return match w.poll_state(cx.waker()) {
-                WAITING => Poll::Pending,
-                DONE => {
-                    this.waiter = None;
-                    Poll::Ready(Ok(()))
-                }
-                _ => {
-                    let v = lock(&w.slot)
-                        .take()
-                        .expect("closed sender gets its value back");
-                    this.waiter = None;
-                    Poll::Ready(Err(SendError(v)))
-                }
-            };
-        }
-        let v = this.value.take().expect("SendFut polled after completion");
-        // One critical section: complete now, or park.
-        let mut s = this.inner.lock();
-        match this.inner.send_locked(&mut s, v) {
-            Ok(woken) => {
-                drop(s);
-                if let Some(w) = woken {
-                    w.wake();
-                }
-                Poll::Ready(Ok(()))
-            }
-            Err((v, false)) => Poll::Ready(Err(SendError(v))),
-            Err((v, true)) => {
-                let w = Waiter::new(Some(v), cx.waker());
-                s.sendq.push_back(w.clone());
-                this.waiter = Some(w);
-                Poll::Pending
-            }
-        }
-    }
-}
-
-impl<T> Drop for SendFut<'_, T> {
-    fn drop(&mut self) {
-        if let Some(w) = self.waiter.take() {
-            let mut s = self.inner.lock();
-            if w.state.load(Acquire) == WAITING {
-                s.sendq.retain(|x| !Arc::ptr_eq(x, &w));
-            }
-        }
-    }
-}
-
-/// Future of [`Chan::recv_async`].
-#[must_use = "futures do nothing unless polled"]
-pub struct RecvFut<'a, T> {
-    inner: &'a Arc<Inner<T>>,
-    waiter: Option<Arc<Waiter<T>>>,
-}
-
-impl<T> Unpin for RecvFut<'_, T> {}
-
-impl<T> Future for RecvFut<'_, T> {
-    type Output = Option<T>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
-        let this = self.get_mut();
-        if let Some(w) = &this.waiter {
-            return match w.poll_state(cx.waker()) {
-                WAITING => Poll::Pending,
-                DONE => {
-                    let v = lock(&w.slot).take();
-                    this.waiter = None;
-                    Poll::Ready(v)
-                }
-                _ => {
-                    this.waiter = None;
-                    Poll::Ready(None)
-                }
-            };
-        }
-        // One critical section: complete now, or park.
-        let mut s = this.inner.lock();
-        match this.inner.recv_locked(&mut s) {
-            Ok((v, woken)) => {
-                drop(s);
-                if let Some(w) = woken {
-                    w.wake();
-                }
-                Poll::Ready(Some(v))
-            }
-            Err(true) => Poll::Ready(None),
-            Err(false) => {
-                let w = Waiter::new(None, cx.waker());
-                s.recvq.push_back(w.clone());
-                this.waiter = Some(w);
-                Poll::Pending
-            }
-        }
-    }
-}
-
-impl<T> Drop for RecvFut<'_, T> {
-    fn drop(&mut self) {
-        let Some(w) = self.waiter.take() else { return };
-        let mut s = self.inner.lock();
-        match w.state.load(Acquire) {
-            WAITING => s.recvq.retain(|x| !Arc::ptr_eq(x, &w)),
-            DONE => {
-                // A value was handed to us but never returned: put it back.
-                if let Some(v) = lock(&w.slot).take() {
-                    if let Some(r) = s.recvq.pop_front() {
-                        *lock(&r.slot) = Some(v);
-                        r.complete(DONE);
-                        drop(s);
-                        r.wake();
-                    } else {
-                        s.buf.push_front(v);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-}
 
 /// Iterator over received values (blocking), from [`Chan::iter`].
 pub struct Iter<'a, T> {

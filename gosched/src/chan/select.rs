@@ -1,0 +1,599 @@
+//! Go's `select`: wait on several channel operations, complete exactly one.
+//!
+//! # Protocol
+//!
+//! A select is a future over a slice of arms (`RecvArm` / `SendArm`, one per
+//! case), plus optional `default` and `after(d)`. Its poll runs Go's `selectgo`
+//! in three passes:
+//!
+//! 1. **Poll** every arm once, in a fresh uniformly random order, with the
+//!    non-blocking operation (`try_recv` / `try_send`). The first that completes
+//!    wins. A random permutation makes every ready arm equally likely.
+//! 2. Nothing ready: **`default`** wins if there is one.
+//! 3. **Register** a waiter on every arm's channel, all sharing one `Park` whose
+//!    `sel` word decides the outcome (`core.rs`): a channel that wants to complete
+//!    an arm's waiter must first CAS `sel` from `SEL_WAITING` to `arm + 1`.
+//!    Registration on a channel happens under that channel's lock; if the arm is
+//!    ready by then (the channel changed since pass 1), we do not complete it from
+//!    here — that would need our own claim and the counterpart's at once — but
+//!    CAS our own `sel` to `SEL_RETRY`, unregister everything and go back to
+//!    pass 1. Then park.
+//!
+//! On wake-up, `sel` names the winning arm: its waiter was completed (value
+//! handed over, value taken, or CLOSED) in the same critical section as the
+//! claim, so locking that channel once makes the result visible. Every other arm
+//! is unregistered (O(1) unlink; a waiter a channel already popped as stale is
+//! simply gone). Since one CAS decides, no channel ever hands a value to an arm
+//! that did not win, and no value is taken from a channel whose arm lost.
+//!
+//! `after(d)` is a timer polled by the select itself: when it fires, the select
+//! CASes `sel` to `SEL_CANCELLED`; if that fails an arm won first and wins.
+//! Dropping a pending select does the same CAS; if an arm had already won, a
+//! received value is put back into its channel (`Inner::put_back`), so an
+//! abandoned async select loses nothing. Values of send arms that did not win are
+//! dropped with their arm, as Go discards the evaluated operands of losing cases.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+#[cfg(not(loom))]
+use std::time::{Duration, Instant};
+
+use super::core::{
+    Inner, Park, Waiter, CLOSED, DONE, SEL_CANCELLED, SEL_RETRY, SEL_WAITING, WAITING,
+};
+use super::SendError;
+use crate::loom::sync::atomic::Ordering::*;
+use crate::loom::sync::Arc;
+
+/// Which case a select took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selected {
+    /// The arm with this index (in the order the arms were given).
+    Arm(usize),
+    /// Nothing was ready and the select had a `default` case.
+    Default,
+    /// The `after` duration passed first.
+    Timeout,
+}
+
+mod sealed {
+    use super::Park;
+    use crate::loom::sync::Arc;
+
+    /// The operations of a select case (private: only this crate implements and
+    /// calls them).
+    pub trait Arm {
+        /// Pass 1: complete now without blocking, if possible.
+        fn try_complete(&mut self) -> bool;
+        /// Pass 3: under the channel lock, park a waiter as `arm` of `park`. False
+        /// when the arm turned out to be ready (then `park.sel` was set to
+        /// `SEL_RETRY`) or the select was already decided.
+        fn register(&mut self, park: &Arc<Park>, arm: usize) -> bool;
+        /// This arm lost (or the select is being retried): withdraw its waiter.
+        fn unregister(&mut self);
+        /// This arm won while parked: collect the result.
+        fn finish(&mut self);
+        /// The arm won but the select was dropped before returning: undo what
+        /// can be undone (put a received value back).
+        fn abandon(&mut self);
+    }
+}
+
+/// One case of a select: [`RecvArm`] or [`SendArm`] (sealed: implemented only by
+/// this crate).
+pub trait SelectArm: sealed::Arm + Send {}
+
+impl<T: Send> SelectArm for RecvArm<'_, T> {}
+impl<T: Send> SelectArm for SendArm<'_, T> {}
+
+// ---- arms --------------------------------------------------------------------------------
+
+/// A receive case: `recv(ch) -> v`. Get the result with [`take`](Self::take)
+/// after the select chose this arm.
+pub struct RecvArm<'c, T> {
+    inner: &'c Inner<T>,
+    waiter: Option<Arc<Waiter<T>>>,
+    output: Option<Option<T>>,
+}
+
+/// A send case: `send(ch, value) -> res`. If another arm wins, the value is
+/// dropped with the arm (Go evaluates and discards it too).
+pub struct SendArm<'c, T> {
+    inner: &'c Inner<T>,
+    value: Option<T>,
+    waiter: Option<Arc<Waiter<T>>>,
+    output: Option<Result<(), SendError<T>>>,
+}
+
+impl<'c, T> RecvArm<'c, T> {
+    pub(super) fn new(inner: &'c Inner<T>) -> Self {
+        RecvArm {
+            inner,
+            waiter: None,
+            output: None,
+        }
+    }
+
+    /// Whether the select chose this arm (and its result is not taken yet).
+    pub fn is_selected(&self) -> bool {
+        self.output.is_some()
+    }
+
+    /// The received value (`None`: the channel is closed and drained).
+    ///
+    /// # Panics
+    /// If the select did not choose this arm, or the result was taken already.
+    pub fn take(&mut self) -> Option<T> {
+        self.output
+            .take()
+            .expect("RecvArm::take: this arm was not selected (or its result was already taken)")
+    }
+}
+
+impl<'c, T> SendArm<'c, T> {
+    pub(super) fn new(inner: &'c Inner<T>, value: T) -> Self {
+        SendArm {
+            inner,
+            value: Some(value),
+            waiter: None,
+            output: None,
+        }
+    }
+
+    /// Whether the select chose this arm (and its result is not taken yet).
+    pub fn is_selected(&self) -> bool {
+        self.output.is_some()
+    }
+
+    /// `Ok(())` if the value was sent; `Err` with the value if the channel is
+    /// closed (a send case on a closed channel is ready, as in Go — where it
+    /// panics; here it reports).
+    ///
+    /// # Panics
+    /// If the select did not choose this arm, or the result was taken already.
+    pub fn take(&mut self) -> Result<(), SendError<T>> {
+        self.output
+            .take()
+            .expect("SendArm::take: this arm was not selected (or its result was already taken)")
+    }
+}
+
+impl<T: Send> sealed::Arm for RecvArm<'_, T> {
+    fn try_complete(&mut self) -> bool {
+        match self.inner.try_recv() {
+            Ok(v) => self.output = Some(Some(v)),
+            Err(true) => self.output = Some(None),
+            Err(false) => return false,
+        }
+        true
+    }
+
+    fn register(&mut self, park: &Arc<Park>, arm: usize) -> bool {
+        let mut s = self.inner.lock();
+        if park.sel.load(Acquire) != SEL_WAITING {
+            return false;
+        }
+        if self.inner.recv_ready(&s, park) {
+            let _ = park
+                .sel
+                .compare_exchange(SEL_WAITING, SEL_RETRY, AcqRel, Acquire);
+            return false;
+        }
+        let w = Waiter::select(None, park, arm);
+        s.recvq.push_back(w.clone());
+        self.waiter = Some(w);
+        true
+    }
+
+    fn unregister(&mut self) {
+        if let Some(w) = self.waiter.take() {
+            let mut s = self.inner.lock();
+            s.recvq.remove(&w);
+            debug_assert_eq!(w.state(), WAITING, "a losing arm was completed");
+        }
+    }
+
+    fn finish(&mut self) {
+        let w = self.waiter.take().expect("the winning arm was registered");
+        // The claimer completed `w` in the critical section that claimed it:
+        // taking the lock once makes that visible.
+        let s = self.inner.lock();
+        self.output = Some(match w.state() {
+            // SAFETY: DONE, read under the lock: `w` is unqueued and ours.
+            DONE => unsafe { w.take_value() },
+            CLOSED => None,
+            _ => unreachable!("a claimed waiter is completed under the claimer's lock"),
+        });
+        drop(s);
+    }
+
+    fn abandon(&mut self) {
+        if let Some(Some(v)) = self.output.take() {
+            self.inner.put_back(self.inner.lock(), v);
+        }
+    }
+}
+
+impl<T: Send> sealed::Arm for SendArm<'_, T> {
+    fn try_complete(&mut self) -> bool {
+        let v = self.value.take().expect("SendArm polled after completion");
+        match self.inner.try_send(v) {
+            Ok(()) => self.output = Some(Ok(())),
+            Err((v, false)) => self.output = Some(Err(SendError(v))),
+            Err((v, true)) => {
+                self.value = Some(v);
+                return false;
+            }
+        }
+        true
+    }
+
+    fn register(&mut self, park: &Arc<Park>, arm: usize) -> bool {
+        let mut s = self.inner.lock();
+        if park.sel.load(Acquire) != SEL_WAITING {
+            return false;
+        }
+        if self.inner.send_ready(&s, park) {
+            let _ = park
+                .sel
+                .compare_exchange(SEL_WAITING, SEL_RETRY, AcqRel, Acquire);
+            return false;
+        }
+        let w = Waiter::select(self.value.take(), park, arm);
+        s.sendq.push_back(w.clone());
+        self.waiter = Some(w);
+        true
+    }
+
+    fn unregister(&mut self) {
+        if let Some(w) = self.waiter.take() {
+            let mut s = self.inner.lock();
+            s.sendq.remove(&w);
+            debug_assert_eq!(w.state(), WAITING, "a losing arm was completed");
+            // SAFETY: `w` is unqueued (removed now, or popped as stale) and we hold
+            // the lock: the slot is ours. The value goes back into the arm.
+            self.value = unsafe { w.take_value() };
+        }
+    }
+
+    fn finish(&mut self) {
+        let w = self.waiter.take().expect("the winning arm was registered");
+        let s = self.inner.lock();
+        self.output = Some(match w.state() {
+            DONE => Ok(()),
+            // SAFETY: CLOSED, read under the lock: `w` is unqueued and ours.
+            CLOSED => Err(SendError(
+                unsafe { w.take_value() }.expect("closed sender gets its value back"),
+            )),
+            _ => unreachable!("a claimed waiter is completed under the claimer's lock"),
+        });
+        drop(s);
+    }
+
+    fn abandon(&mut self) {
+        // A completed send stays sent; a failed one drops its value with the arm.
+    }
+}
+
+impl<T> Drop for RecvArm<'_, T> {
+    fn drop(&mut self) {
+        // Only reached with a waiter if the select future was leaked.
+        if let Some(w) = self.waiter.take() {
+            let mut s = self.inner.lock();
+            if !s.recvq.remove(&w) && w.state() == DONE {
+                // SAFETY: DONE, read under the lock: `w` is unqueued and ours.
+                if let Some(v) = unsafe { w.take_value() } {
+                    self.inner.put_back(s, v);
+                }
+            }
+        }
+    }
+}
+
+impl<T> Drop for SendArm<'_, T> {
+    fn drop(&mut self) {
+        if let Some(w) = self.waiter.take() {
+            self.inner.lock().sendq.remove(&w);
+        }
+    }
+}
+
+impl<T> fmt::Debug for RecvArm<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecvArm")
+            .field("selected", &self.output.is_some())
+            .finish()
+    }
+}
+
+impl<T> fmt::Debug for SendArm<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SendArm")
+            .field("selected", &self.output.is_some())
+            .finish()
+    }
+}
+
+// ---- the select future -------------------------------------------------------------------
+
+/// The future behind `select!` / `select_async!` and [`Select`].
+#[must_use = "futures do nothing unless polled"]
+pub struct SelectFut<'s, 'a> {
+    arms: &'s mut [&'a mut dyn SelectArm],
+    default: bool,
+    #[cfg(not(loom))]
+    sleep: Option<crate::time::Sleep>,
+    park: Option<Arc<Park>>,
+}
+
+impl<'s, 'a> SelectFut<'s, 'a> {
+    /// A select over `arms`; with `default`, it never parks.
+    pub fn new(arms: &'s mut [&'a mut dyn SelectArm], default: bool) -> Self {
+        SelectFut {
+            arms,
+            default,
+            #[cfg(not(loom))]
+            sleep: None,
+            park: None,
+        }
+    }
+
+    /// Give up at `deadline` with [`Selected::Timeout`] (the `after` case).
+    #[cfg(not(loom))]
+    pub fn deadline(mut self, deadline: Instant) -> Self {
+        self.sleep = Some(crate::time::sleep_until(deadline));
+        self
+    }
+
+    fn unregister_all(&mut self) {
+        for arm in self.arms.iter_mut() {
+            arm.unregister();
+        }
+    }
+
+    /// Pass 1 in a random order. The index of the arm that completed.
+    fn poll_arms(&mut self) -> Option<usize> {
+        let n = self.arms.len();
+        if n == 0 {
+            return None;
+        }
+        let mut small = [0u32; 64];
+        let mut big = Vec::new();
+        let order: &mut [u32] = if n <= small.len() {
+            &mut small[..n]
+        } else {
+            big.resize(n, 0);
+            &mut big
+        };
+        // Inside-out Fisher–Yates: a uniform random permutation.
+        for i in 0..n {
+            let j = (rand() % (i as u64 + 1)) as usize;
+            order[i] = order[j];
+            order[j] = i as u32;
+        }
+        order
+            .iter()
+            .map(|&i| i as usize)
+            .find(|&i| self.arms[i].try_complete())
+    }
+}
+
+impl Future for SelectFut<'_, '_> {
+    type Output = Selected;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Selected> {
+        let this = self.get_mut();
+        loop {
+            if let Some(park) = this.park.clone() {
+                park.set_waker(cx.waker());
+                match park.sel.load(Acquire) {
+                    SEL_WAITING => {
+                        #[cfg(not(loom))]
+                        if let Some(sleep) = &mut this.sleep {
+                            if Pin::new(sleep).poll(cx).is_ready() {
+                                if park
+                                    .sel
+                                    .compare_exchange(SEL_WAITING, SEL_CANCELLED, AcqRel, Acquire)
+                                    .is_ok()
+                                {
+                                    this.unregister_all();
+                                    this.park = None;
+                                    return Poll::Ready(Selected::Timeout);
+                                }
+                                continue; // an arm won meanwhile
+                            }
+                        }
+                        return Poll::Pending;
+                    }
+                    SEL_RETRY => {
+                        this.unregister_all();
+                        this.park = None;
+                    }
+                    won => {
+                        let k = won - 1;
+                        this.arms[k].finish();
+                        this.unregister_all();
+                        this.park = None;
+                        return Poll::Ready(Selected::Arm(k));
+                    }
+                }
+            }
+            if let Some(k) = this.poll_arms() {
+                return Poll::Ready(Selected::Arm(k));
+            }
+            if this.default {
+                return Poll::Ready(Selected::Default);
+            }
+            let park = Arc::new(Park::new(cx.waker()));
+            for (i, arm) in this.arms.iter_mut().enumerate() {
+                if !arm.register(&park, i) {
+                    break;
+                }
+            }
+            this.park = Some(park);
+        }
+    }
+}
+
+impl Drop for SelectFut<'_, '_> {
+    fn drop(&mut self) {
+        let Some(park) = self.park.take() else { return };
+        match park
+            .sel
+            .compare_exchange(SEL_WAITING, SEL_CANCELLED, AcqRel, Acquire)
+        {
+            Ok(_) | Err(SEL_RETRY) | Err(SEL_CANCELLED) => {}
+            Err(won) => {
+                let arm = &mut self.arms[won - 1];
+                arm.finish();
+                arm.abandon();
+            }
+        }
+        self.unregister_all();
+    }
+}
+
+impl fmt::Debug for SelectFut<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SelectFut")
+            .field("arms", &self.arms.len())
+            .field("default", &self.default)
+            .field("parked", &self.park.is_some())
+            .finish()
+    }
+}
+
+/// loom needs a deterministic model: a fixed poll order.
+#[cfg(loom)]
+fn rand() -> u64 {
+    0
+}
+
+/// Per-thread xorshift state for the poll order (any thread will do: the
+/// goroutine may migrate between calls, which only changes the random stream).
+#[cfg(not(loom))]
+fn rand() -> u64 {
+    use std::cell::Cell;
+    thread_local! {
+        static STATE: Cell<u64> = const { Cell::new(0) };
+    }
+    STATE.with(|s| {
+        let mut x = s.get();
+        if x == 0 {
+            // Seed from the address of the state and the clock: distinct per thread.
+            x = (s as *const Cell<u64> as u64)
+                ^ std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0x9E37_79B9_7F4A_7C15, |d| d.as_nanos() as u64)
+                | 1;
+        }
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        s.set(x);
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 16
+    })
+}
+
+// ---- the dynamic builder ------------------------------------------------------------------
+
+/// A select over a number of arms known only at run time (Go's
+/// `reflect.Select`); `select!` covers the static case.
+///
+/// ```
+/// use gosched::chan::{chan, Select, Selected};
+/// let chans: Vec<_> = (0..8).map(|_| chan::<usize>(1)).collect();
+/// chans[5].send(5).unwrap();
+/// let mut arms: Vec<_> = chans.iter().map(|c| c.recv_arm()).collect();
+/// let mut sel = Select::new();
+/// for a in arms.iter_mut() {
+///     sel.arm(a);
+/// }
+/// let Selected::Arm(i) = sel.select() else { unreachable!() };
+/// drop(sel);
+/// assert_eq!((i, arms[i].take()), (5, Some(5)));
+/// ```
+#[cfg(not(loom))]
+#[derive(Default)]
+pub struct Select<'a> {
+    arms: Vec<&'a mut dyn SelectArm>,
+}
+
+#[cfg(not(loom))]
+impl<'a> Select<'a> {
+    /// An empty select (with no arms, `select` blocks forever, like Go's
+    /// `select {}`).
+    pub fn new() -> Self {
+        Select { arms: Vec::new() }
+    }
+
+    /// Add an arm; returns its index in [`Selected::Arm`].
+    pub fn arm(&mut self, arm: &'a mut dyn SelectArm) -> usize {
+        self.arms.push(arm);
+        self.arms.len() - 1
+    }
+
+    /// Block the goroutine (or thread) until one arm completes.
+    ///
+    /// # Panics
+    /// Inside an async task: use [`select_async`](Self::select_async).
+    pub fn select(&mut self) -> Selected {
+        crate::block_on(SelectFut::new(&mut self.arms, false))
+    }
+
+    /// Complete a ready arm, or return [`Selected::Default`] at once.
+    pub fn try_select(&mut self) -> Selected {
+        crate::block_on(SelectFut::new(&mut self.arms, true))
+    }
+
+    /// Like `select`, giving up with [`Selected::Timeout`] after `timeout`.
+    pub fn select_timeout(&mut self, timeout: Duration) -> Selected {
+        crate::block_on(SelectFut::new(&mut self.arms, false).deadline(Instant::now() + timeout))
+    }
+
+    /// The async form of `select`; dropping it loses nothing.
+    pub fn select_async(&mut self) -> SelectFut<'_, 'a> {
+        SelectFut::new(&mut self.arms, false)
+    }
+}
+
+#[cfg(not(loom))]
+impl fmt::Debug for Select<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Select")
+            .field("arms", &self.arms.len())
+            .finish()
+    }
+}
+
+/// Run a select to completion: the blocking form used by `select!`.
+#[cfg(not(loom))]
+#[doc(hidden)]
+pub fn __select_blocking(
+    arms: &mut [&mut dyn SelectArm],
+    default: bool,
+    after: Option<Duration>,
+) -> Selected {
+    let fut = SelectFut::new(arms, default);
+    match after {
+        Some(d) => crate::block_on(fut.deadline(Instant::now() + d)),
+        None => crate::block_on(fut),
+    }
+}
+
+/// The future used by `select_async!`.
+#[cfg(not(loom))]
+#[doc(hidden)]
+pub fn __select_future<'s, 'a>(
+    arms: &'s mut [&'a mut dyn SelectArm],
+    default: bool,
+    after: Option<Duration>,
+) -> SelectFut<'s, 'a> {
+    let fut = SelectFut::new(arms, default);
+    match after {
+        Some(d) => fut.deadline(Instant::now() + d),
+        None => fut,
+    }
+}
