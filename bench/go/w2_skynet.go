@@ -1,8 +1,9 @@
 // W2 skynet, the classic one: a 10-ary tree of goroutines with `leaves`
 // leaves; a leaf sends its number, an inner node makes one unbuffered
 // channel, spawns its 10 children on it and sends the sum of what they send.
-// The result must be leaves*(leaves-1)/2. (The Rust implementations join
-// their children's handles instead: bench/src/workloads/w2_skynet.rs.)
+// The result must be leaves*(leaves-1)/2. (gosched-go-chan mirrors this
+// program; the other Rust implementations join their children's handles
+// instead: bench/src/workloads/w2_skynet.rs.)
 // Timed: spawning the root node until its sum is received.
 //
 // usage: GOMAXPROCS=procs w2_skynet <leaves>    prints one JSON line

@@ -297,7 +297,7 @@ fn run_workload(
             match measure(cmd, w, row.size, opts.procs, opts.timeout) {
                 Ok(run) => {
                     eprintln!(
-                        "  {:<14} run {}/{}  {:>10} {:<10}  peak RSS {}",
+                        "  {:<15} run {}/{}  {:>10} {:<10}  peak RSS {}",
                         row.imp.name(),
                         round + 1,
                         row.target_runs,
@@ -311,7 +311,7 @@ fn run_workload(
                     row.runs.push(run);
                 }
                 Err(why) => {
-                    eprintln!("  {:<14} run {}  failed: {why}", row.imp.name(), round + 1);
+                    eprintln!("  {:<15} run {}  failed: {why}", row.imp.name(), round + 1);
                     row.status = Status::Failed(why);
                 }
             }

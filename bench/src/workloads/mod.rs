@@ -25,6 +25,9 @@ pub const W5_CAP0_THREADS: u64 = 1_000_000;
 pub enum Impl {
     /// gosched stackful goroutines (`gosched::go`).
     GoschedGo,
+    /// gosched goroutines that pass results through `gosched::chan` where the
+    /// [`Impl::GoschedGo`] row joins handles (W2 only: Go's canonical skynet).
+    GoschedGoChan,
     /// gosched async tasks (`gosched::spawn`).
     GoschedAsync,
     /// tokio multi-thread runtime, `worker_threads = procs`.
@@ -42,8 +45,9 @@ pub enum Impl {
 }
 
 impl Impl {
-    pub const ALL: [Impl; 8] = [
+    pub const ALL: [Impl; 9] = [
         Impl::GoschedGo,
+        Impl::GoschedGoChan,
         Impl::GoschedAsync,
         Impl::Go,
         Impl::May,
@@ -59,7 +63,9 @@ impl Impl {
     /// may and crossbeam-channel (plain threads); async rows race tokio.
     pub fn races(self, peer: Impl) -> bool {
         match self {
-            Impl::GoschedGo => matches!(peer, Impl::Go | Impl::May | Impl::Crossbeam),
+            Impl::GoschedGo | Impl::GoschedGoChan => {
+                matches!(peer, Impl::Go | Impl::May | Impl::Crossbeam)
+            }
             Impl::GoschedAsync => peer == Impl::Tokio,
             _ => false,
         }
@@ -68,6 +74,7 @@ impl Impl {
     pub fn name(self) -> &'static str {
         match self {
             Impl::GoschedGo => "gosched-go",
+            Impl::GoschedGoChan => "gosched-go-chan",
             Impl::GoschedAsync => "gosched-async",
             Impl::Tokio => "tokio",
             Impl::May => "may",
@@ -83,7 +90,10 @@ impl Impl {
     }
 
     pub fn is_gosched(self) -> bool {
-        matches!(self, Impl::GoschedGo | Impl::GoschedAsync)
+        matches!(
+            self,
+            Impl::GoschedGo | Impl::GoschedGoChan | Impl::GoschedAsync
+        )
     }
 
     /// Plain OS threads with a channel crate (no runtime, `procs` unused).
@@ -201,9 +211,11 @@ impl Workload {
     }
 
     /// Whether `imp` has an implementation of this workload (the thread +
-    /// channel-crate peers are W5 only; may has no bounded channel for W5).
+    /// channel-crate peers are W5 only; may has no bounded channel for W5;
+    /// the goroutines-with-channels variant is W2 only).
     pub fn runs(self, imp: Impl) -> bool {
         match self {
+            _ if imp == Impl::GoschedGoChan => self == Workload::W2Skynet,
             Workload::W5Mpmc | Workload::W5Mpmc0 => imp != Impl::May,
             _ => !imp.is_threads(),
         }
@@ -310,7 +322,7 @@ impl Workload {
                 group(size)
             ),
             Workload::W2Skynet => format!(
-                "10-ary tree, {} leaves, each node sums its children",
+                "10-ary tree, {} leaves, each node sums its children (go, gosched-go-chan: one unbuffered channel per node; others: join handles)",
                 group(size)
             ),
             Workload::W3Pingpong => format!(
@@ -571,6 +583,9 @@ mod tests {
         }
         assert!(!Workload::W1Spawn.runs(Impl::Crossbeam));
         assert!(!Workload::W5Mpmc.runs(Impl::May));
+        assert!(Workload::W2Skynet.runs(Impl::GoschedGoChan));
+        assert!(!Workload::W1Spawn.runs(Impl::GoschedGoChan));
+        assert_eq!(Impl::parse("gosched-go-chan"), Some(Impl::GoschedGoChan));
         let (n, note) = Workload::W5Mpmc0.size_for(Impl::Flume, 10_000_000);
         assert_eq!((n, note.is_some()), (W5_CAP0_THREADS, true));
         assert_eq!(

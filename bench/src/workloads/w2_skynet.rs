@@ -7,6 +7,11 @@
 //! `.join()` (which parks the goroutine/coroutine) in stackful code.
 //! Go (`bench/go/w2_skynet.go`) is the classic skynet: each node makes one
 //! unbuffered channel that its 10 children send their sums on.
+//! `gosched-go-chan` is that program with gosched goroutines: the root
+//! goroutine plays Go's main goroutine (makes the channel, starts the tree,
+//! receives the sum), children are detached (`go`'s handle dropped), each inner
+//! node makes one `gosched::chan(0)`, and every node sends its sum on its
+//! parent's channel.
 //! Timed: from spawning the root node until its sum is back.
 
 use std::future::Future;
@@ -20,6 +25,8 @@ pub fn run(imp: Impl, procs: usize, leaves: u64) -> Sample {
     match imp {
         #[cfg(feature = "gosched")]
         Impl::GoschedGo => gosched_go(procs, leaves),
+        #[cfg(feature = "gosched")]
+        Impl::GoschedGoChan => gosched_go_chan(procs, leaves),
         #[cfg(feature = "gosched")]
         Impl::GoschedAsync => gosched_async(procs, leaves),
         Impl::Tokio => tokio_tasks(procs, leaves),
@@ -44,6 +51,42 @@ fn gosched_go(procs: usize, leaves: u64) -> Sample {
     let rt = super::gosched_runtime(procs);
     let t = Instant::now();
     let sum = rt.block_on(rt.go(move || node(0, leaves))).expect("root");
+    Sample::timed(t.elapsed(), sum)
+}
+
+// --- gosched goroutines: go + unbuffered channels (Go's skynet) -------------
+
+#[cfg(feature = "gosched")]
+fn gosched_go_chan(procs: usize, leaves: u64) -> Sample {
+    // Go: func skynet(c chan<- int64, num, size int64).
+    fn node(c: gosched::chan::Sender<u64>, num: u64, size: u64) {
+        if size == 1 {
+            c.send(num).expect("parent receives");
+            return;
+        }
+        let (tx, rx) = gosched::chan(0).split();
+        let sub = size / DIV;
+        for i in 0..DIV {
+            let tx = tx.clone();
+            // Dropping the handle detaches the goroutine, as `go f()` in Go.
+            drop(gosched::go(move || node(tx, num + i * sub, sub)));
+        }
+        let mut sum = 0;
+        for _ in 0..DIV {
+            sum += rx.recv().expect("child sends");
+        }
+        c.send(sum).expect("parent receives");
+    }
+    let rt = super::gosched_runtime(procs);
+    let t = Instant::now();
+    let sum = rt
+        .block_on(rt.go(move || {
+            // Go's main goroutine: c := make(chan int64); go skynet(c, 0, leaves); <-c
+            let (tx, rx) = gosched::chan(0).split();
+            drop(gosched::go(move || node(tx, 0, leaves)));
+            rx.recv().expect("root sends")
+        }))
+        .expect("root");
     Sample::timed(t.elapsed(), sum)
 }
 

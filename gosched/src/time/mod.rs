@@ -24,6 +24,7 @@
 //! `runnext`.
 
 mod heap;
+mod timer;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -35,6 +36,7 @@ use crate::loom::lock;
 use crate::loom::sync::atomic::{AtomicU64, AtomicU8, Ordering::*};
 use crate::loom::sync::{Arc, Mutex};
 use heap::Heap;
+pub use timer::Timer;
 
 /// No timer pending.
 pub(crate) const NEVER: u64 = u64::MAX;
