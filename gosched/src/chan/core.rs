@@ -3,14 +3,39 @@
 //!
 //! # Protocol
 //!
-//! `Inner::state` is one lock around the ring buffer, the closed flag and the two
-//! wait queues (`queue.rs`). Go's invariants hold under the lock, up to *stale*
-//! select waiters (below): never both queues with live waiters; values in the
-//! buffer ⇒ no live parked receiver; free space ⇒ no live parked sender.
+//! `Inner::state` is one lock around the closed flag, the two wait queues
+//! (`queue.rs`) and `buf`. Two flavors share it:
+//!
+//! - **Unbuffered** (`cap == 0`, `ring == None`): everything happens under the
+//!   lock, as in Go's `chan.go`. A send hands its value straight into a parked
+//!   receiver's slot; a receive takes a parked sender's value. `buf` only holds
+//!   values put back by cancelled receives.
+//! - **Buffered** (`ring == Some`): values live in a lock-free ring (`ring.rs`);
+//!   a send or receive that neither parks nor has anyone to wake never takes the
+//!   lock. `buf` is a *spill* for values put back when the ring is full (rare:
+//!   cancelled receives), drained by receivers once the ring is empty.
+//!   Parking and waking follow the Dekker pattern: a parking operation pushes its
+//!   waiter and publishes the queue length (`recv_waiting` / `send_waiting`)
+//!   under the lock, `fence(SeqCst)`, then re-checks the ring and backs out if it
+//!   became ready; a completing operation changes the ring, `fence(SeqCst)`, then
+//!   reads the count and, if non-zero, takes the lock to serve a waiter. So
+//!   either the parker sees the ring change or the changer sees the waiter.
+//!   Serving a parked receiver hands it a value popped from the ring (DONE), and
+//!   serving a parked sender pushes its value into the ring (DONE) — Go's direct
+//!   hand-off; if a lock-free operation got there first, the waiter is completed
+//!   NOTIFIED and retries. A send that sees parked receivers hands its value over
+//!   directly under the lock instead of bouncing it through the ring. Close sets
+//!   the ring's mark bit (every later push fails) under the lock.
+//!
+//! Go's invariants hold up to *stale* select waiters (below) and in-flight
+//! lock-free operations: no live parked receiver while values are buffered, no
+//! live parked sender while there is room.
 //!
 //! A parked operation is a `Waiter`:
-//! - `state`: `WAITING → DONE | CLOSED`, written only under the channel lock, by
-//!   whoever completes it (a counterpart operation, `close`, or a disconnect);
+//! - `state`: `WAITING → DONE | CLOSED | NOTIFIED`, written only under the
+//!   channel lock, by whoever claimed it. DONE: the value was handed over/taken.
+//!   CLOSED: a sender gets its value back; a receiver re-checks (the buffer may
+//!   still hold values). NOTIFIED: try again (buffered channels only);
 //! - `slot`: the value — a parked sender's value waiting to be taken, or the value
 //!   handed to a parked receiver. While the waiter is queued only lock holders
 //!   touch it; once it is unqueued only its owner does (after an Acquire load of
@@ -33,10 +58,16 @@
 //! loads `state`: whichever of the two critical sections comes second sees the
 //! other's effect, so a wake-up is never lost.
 //!
+//! A NOTIFIED select arm retries its operation; if that fails (another operation
+//! got there first) the select starts over. A waiter that was NOTIFIED but is
+//! dropped unobserved passes the notification on (`renotify`), so no parked
+//! operation sleeps while the ring could serve it.
+//!
 //! **Cancel safety.** A dropped send future removes its waiter (the value was never
 //! sent). A dropped receive future whose waiter was already filled puts the value
-//! back (`put_back`): to another live receiver, else at the head of the buffer,
-//! which may then hold `cap + 1` values for a moment. Nothing is lost.
+//! back (`put_back`): to another live receiver, else into the buffer (the ring, or
+//! at the head of `buf`, which may then exceed `cap` for a moment). Nothing is
+//! lost.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -44,15 +75,17 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
 use super::queue::{Links, WaitQueue};
+use super::ring::{PushError, Ring};
 use super::{CloseError, SendError};
 use crate::loom::cell::UnsafeCell;
 use crate::loom::lock;
-use crate::loom::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
+use crate::loom::sync::atomic::{fence, AtomicU8, AtomicUsize, Ordering::*};
 use crate::loom::sync::{Arc, Mutex, MutexGuard};
 
 pub(super) const WAITING: u8 = 0;
 pub(super) const DONE: u8 = 1;
 pub(super) const CLOSED: u8 = 2;
+pub(super) const NOTIFIED: u8 = 3;
 
 /// `Park::sel` while every arm may still win.
 pub(super) const SEL_WAITING: usize = 0;
@@ -201,7 +234,7 @@ impl<T> Waiter<T> {
 
     /// # Safety
     /// As for [`take_value`](Self::take_value).
-    unsafe fn put_value(&self, v: T) {
+    pub(super) unsafe fn put_value(&self, v: T) {
         // SAFETY: exclusive access per the contract.
         self.slot.with_mut(|p| unsafe { *p = Some(v) });
     }
@@ -211,6 +244,7 @@ impl<T> Waiter<T> {
 pub(super) type ToWake<T> = Option<Arc<Waiter<T>>>;
 
 pub(super) struct State<T> {
+    /// Unbuffered: values put back by cancelled receives. Buffered: the spill.
     pub(super) buf: VecDeque<T>,
     pub(super) closed: bool,
     pub(super) recvq: WaitQueue<T>,
@@ -219,24 +253,42 @@ pub(super) struct State<T> {
 
 pub(super) struct Inner<T> {
     state: Mutex<State<T>>,
+    /// The buffer of a buffered channel (`None`: unbuffered).
+    ring: Option<Ring<T>>,
     pub(super) cap: usize,
     /// Handles able to send / to receive (a `Chan` counts as both).
     pub(super) senders: AtomicUsize,
     pub(super) receivers: AtomicUsize,
+    /// Buffered: `recvq`/`sendq`/`buf` lengths, published under the lock for the
+    /// lock-free paths (see the protocol).
+    recv_waiting: AtomicUsize,
+    send_waiting: AtomicUsize,
+    spilled: AtomicUsize,
+}
+
+/// What the lock-free part of a buffered send did.
+enum Sent<T> {
+    Done,
+    Full(T),
+    Closed(T),
 }
 
 impl<T> Inner<T> {
     pub(super) fn new(cap: usize) -> Self {
         Inner {
             state: Mutex::new(State {
-                buf: VecDeque::with_capacity(cap.min(4096)),
+                buf: VecDeque::new(),
                 closed: false,
                 recvq: WaitQueue::new(),
                 sendq: WaitQueue::new(),
             }),
+            ring: (cap > 0).then(|| Ring::new(cap)),
             cap,
             senders: AtomicUsize::new(1),
             receivers: AtomicUsize::new(1),
+            recv_waiting: AtomicUsize::new(0),
+            send_waiting: AtomicUsize::new(0),
+            spilled: AtomicUsize::new(0),
         }
     }
 
@@ -244,7 +296,24 @@ impl<T> Inner<T> {
         lock(&self.state)
     }
 
-    /// Sends fail when nobody can receive any more.
+    /// Values buffered now.
+    pub(super) fn len(&self) -> usize {
+        match &self.ring {
+            Some(r) => r.len() + self.spilled.load(Acquire),
+            None => self.lock().buf.len(),
+        }
+    }
+
+    /// Under the lock, after changing a queue or `buf`: publish the lengths.
+    fn publish(&self, s: &State<T>) {
+        if self.ring.is_some() {
+            self.recv_waiting.store(s.recvq.len(), Relaxed);
+            self.send_waiting.store(s.sendq.len(), Relaxed);
+            self.spilled.store(s.buf.len(), Release);
+        }
+    }
+
+    /// Unbuffered sends fail when nobody can receive any more.
     fn send_closed(&self, s: &State<T>) -> bool {
         s.closed || self.receivers.load(Acquire) == 0
     }
@@ -272,10 +341,12 @@ impl<T> Inner<T> {
         None
     }
 
-    /// Send under the lock: deliver `v` to a parked receiver or buffer it.
+    // ---- unbuffered: everything under the lock ------------------------------------
+
+    /// Send under the lock: deliver `v` to a parked receiver.
     /// `Ok(Some(w))`: wake `w` once the lock is released. `Err((v, full))`:
     /// `full` = it would block, else the channel is closed.
-    pub(super) fn send_locked(&self, s: &mut State<T>, v: T) -> Result<ToWake<T>, (T, bool)> {
+    fn send_locked(&self, s: &mut State<T>, v: T) -> Result<ToWake<T>, (T, bool)> {
         if self.send_closed(s) {
             return Err((v, false));
         }
@@ -285,25 +356,13 @@ impl<T> Inner<T> {
             r.complete(DONE);
             return Ok(Some(r));
         }
-        if s.buf.len() < self.cap {
-            s.buf.push_back(v);
-            return Ok(None);
-        }
         Err((v, true))
     }
 
     /// Receive under the lock: `Ok((v, to_wake))`, or `Err(closed)`.
-    pub(super) fn recv_locked(&self, s: &mut State<T>) -> Result<(T, ToWake<T>), bool> {
+    fn recv_locked(&self, s: &mut State<T>) -> Result<(T, ToWake<T>), bool> {
         if let Some(v) = s.buf.pop_front() {
-            // A parked sender refills the freed slot (FIFO kept).
-            let w = Self::claim_sender(s);
-            if let Some(w) = &w {
-                // SAFETY: `w` was queued and we hold the lock.
-                let sv = unsafe { w.take_value() }.expect("parked sender holds its value");
-                s.buf.push_back(sv);
-                w.complete(DONE);
-            }
-            return Ok((v, w));
+            return Ok((v, None));
         }
         if let Some(w) = Self::claim_sender(s) {
             // SAFETY: `w` was queued and we hold the lock.
@@ -314,46 +373,289 @@ impl<T> Inner<T> {
         Err(self.recv_closed(s))
     }
 
-    /// Could a send complete now without parking? (For select registration;
-    /// waiters of the select `own` do not count.)
-    pub(super) fn send_ready(&self, s: &State<T>, own: &Arc<Park>) -> bool {
-        self.send_closed(s) || s.buf.len() < self.cap || s.recvq.any(|w| w.is_live_for(Some(own)))
+    // ---- buffered: the ring, and serving parked waiters ---------------------------------
+
+    fn ring_send(&self, ring: &Ring<T>, v: T) -> Sent<T> {
+        // Go's fast path: a parked receiver gets the value directly.
+        if self.recv_waiting.load(Relaxed) > 0 {
+            let mut s = self.lock();
+            if let Some(r) = Self::claim_receiver(&mut s) {
+                // SAFETY: `r` was queued and we hold the lock.
+                unsafe { r.put_value(v) };
+                r.complete(DONE);
+                self.publish(&s);
+                drop(s);
+                r.wake();
+                return Sent::Done;
+            }
+            self.publish(&s);
+        }
+        match ring.push(v) {
+            Ok(()) => {
+                self.after_push(ring);
+                Sent::Done
+            }
+            Err(PushError::Full(v)) => Sent::Full(v),
+            Err(PushError::Closed(v)) => Sent::Closed(v),
+        }
     }
 
-    pub(super) fn recv_ready(&self, s: &State<T>, own: &Arc<Park>) -> bool {
-        !s.buf.is_empty() || self.recv_closed(s) || s.sendq.any(|w| w.is_live_for(Some(own)))
+    /// `Ok(v)`, or `Err(closed)`.
+    fn ring_recv(&self, ring: &Ring<T>) -> Result<T, bool> {
+        if let Some(v) = ring.pop() {
+            self.after_pop(ring);
+            return Ok(v);
+        }
+        if self.spilled.load(Acquire) > 0 {
+            let mut s = self.lock();
+            let v = s.buf.pop_front();
+            self.publish(&s);
+            if let Some(v) = v {
+                return Ok(v);
+            }
+        }
+        if ring.is_marked() {
+            // Closed for sending: a push that won the race with the mark may have
+            // landed after our first look.
+            if let Some(v) = ring.pop() {
+                self.after_pop(ring);
+                return Ok(v);
+            }
+            if self.spilled.load(Acquire) > 0 {
+                let mut s = self.lock();
+                let v = s.buf.pop_front();
+                self.publish(&s);
+                if let Some(v) = v {
+                    return Ok(v);
+                }
+            }
+            return Err(true);
+        }
+        Err(false)
     }
 
-    /// Non-blocking send. `Err(v)` with `full = true` when it would block.
-    pub(super) fn try_send(&self, v: T) -> Result<(), (T, bool)> {
-        let woken = self.send_locked(&mut self.lock(), v)?;
+    /// After a push: serve a parked receiver, if any, with a value from the ring.
+    fn after_push(&self, ring: &Ring<T>) {
+        fence(SeqCst);
+        if self.recv_waiting.load(Relaxed) > 0 {
+            self.serve_receiver(ring);
+        }
+    }
+
+    fn serve_receiver(&self, ring: &Ring<T>) {
+        let woken = {
+            let mut s = self.lock();
+            let r = if ring.is_empty() {
+                None // a lock-free receive got there first
+            } else {
+                Self::claim_receiver(&mut s)
+            };
+            if let Some(r) = &r {
+                match ring.pop() {
+                    Some(v) => {
+                        // SAFETY: `r` was queued and we hold the lock.
+                        unsafe { r.put_value(v) };
+                        r.complete(DONE);
+                    }
+                    None => r.complete(NOTIFIED),
+                }
+            }
+            self.publish(&s);
+            r
+        };
+        if let Some(r) = woken {
+            r.wake();
+        }
+    }
+
+    /// After a pop: move a parked sender's value into the freed slot.
+    fn after_pop(&self, ring: &Ring<T>) {
+        fence(SeqCst);
+        if self.send_waiting.load(Relaxed) > 0 {
+            self.serve_sender(ring);
+        }
+    }
+
+    fn serve_sender(&self, ring: &Ring<T>) {
+        let (woken, pushed) = {
+            let mut s = self.lock();
+            let w = if ring.is_full() {
+                None
+            } else {
+                Self::claim_sender(&mut s)
+            };
+            let mut pushed = false;
+            if let Some(w) = &w {
+                // SAFETY: `w` was queued and we hold the lock.
+                let v = unsafe { w.take_value() }.expect("parked sender holds its value");
+                match ring.push(v) {
+                    Ok(()) => {
+                        pushed = true;
+                        w.complete(DONE);
+                    }
+                    Err(PushError::Full(v)) => {
+                        // SAFETY: as above; the value goes back for its retry.
+                        unsafe { w.put_value(v) };
+                        w.complete(NOTIFIED);
+                    }
+                    Err(PushError::Closed(v)) => {
+                        // SAFETY: as above.
+                        unsafe { w.put_value(v) };
+                        w.complete(CLOSED);
+                    }
+                }
+            }
+            self.publish(&s);
+            (w, pushed)
+        };
         if let Some(w) = woken {
             w.wake();
         }
-        Ok(())
+        if pushed {
+            // The value that went in serves a receiver that parked meanwhile.
+            self.after_push(ring);
+        }
+    }
+
+    /// A NOTIFIED receive/send was dropped without retrying: pass the
+    /// notification on so that no other waiter sleeps while the ring could serve it.
+    pub(super) fn renotify(&self, recv_side: bool) {
+        if let Some(ring) = &self.ring {
+            if recv_side {
+                self.after_push(ring);
+            } else {
+                self.after_pop(ring);
+            }
+        }
+    }
+
+    // ---- the operations ----------------------------------------------------------------
+
+    /// Non-blocking send. `Err(v)` with `full = true` when it would block.
+    pub(super) fn try_send(&self, v: T) -> Result<(), (T, bool)> {
+        match &self.ring {
+            Some(ring) => match self.ring_send(ring, v) {
+                Sent::Done => Ok(()),
+                Sent::Full(v) => Err((v, true)),
+                Sent::Closed(v) => Err((v, false)),
+            },
+            None => {
+                let woken = self.send_locked(&mut self.lock(), v)?;
+                if let Some(w) = woken {
+                    w.wake();
+                }
+                Ok(())
+            }
+        }
     }
 
     /// Non-blocking receive: `Ok(v)`, or `Err(closed)`.
     pub(super) fn try_recv(&self) -> Result<T, bool> {
-        let (v, woken) = self.recv_locked(&mut self.lock())?;
-        if let Some(w) = woken {
-            w.wake();
+        match &self.ring {
+            Some(ring) => self.ring_recv(ring),
+            None => {
+                let (v, woken) = self.recv_locked(&mut self.lock())?;
+                if let Some(w) = woken {
+                    w.wake();
+                }
+                Ok(v)
+            }
         }
-        Ok(v)
+    }
+
+    /// Under the lock: park `w` as a receiver, unless a receive could complete
+    /// now (then `false`, nothing parked). Waiters of `own` (a select) do not count
+    /// as counterparts.
+    pub(super) fn park_recv(
+        &self,
+        s: &mut State<T>,
+        w: &Arc<Waiter<T>>,
+        own: Option<&Arc<Park>>,
+    ) -> bool {
+        match &self.ring {
+            None => {
+                if !s.buf.is_empty() || self.recv_closed(s) || s.sendq.any(|x| x.is_live_for(own)) {
+                    return false;
+                }
+                s.recvq.push_back(w.clone());
+                true
+            }
+            Some(ring) => {
+                s.recvq.push_back(w.clone());
+                self.publish(s);
+                fence(SeqCst);
+                if !ring.is_empty() || ring.is_marked() || !s.buf.is_empty() {
+                    s.recvq.remove(w);
+                    self.publish(s);
+                    return false;
+                }
+                true
+            }
+        }
+    }
+
+    /// Under the lock: park `w` (holding its value) as a sender, unless a send
+    /// could complete now.
+    pub(super) fn park_send(
+        &self,
+        s: &mut State<T>,
+        w: &Arc<Waiter<T>>,
+        own: Option<&Arc<Park>>,
+    ) -> bool {
+        match &self.ring {
+            None => {
+                if self.send_closed(s) || s.recvq.any(|x| x.is_live_for(own)) {
+                    return false;
+                }
+                s.sendq.push_back(w.clone());
+                true
+            }
+            Some(ring) => {
+                s.sendq.push_back(w.clone());
+                self.publish(s);
+                fence(SeqCst);
+                if !ring.is_full() || ring.is_marked() {
+                    s.sendq.remove(w);
+                    self.publish(s);
+                    return false;
+                }
+                true
+            }
+        }
+    }
+
+    /// Withdraw a parked waiter (if still queued). Returns whether it was.
+    pub(super) fn unpark(&self, s: &mut State<T>, w: &Waiter<T>, recv_side: bool) -> bool {
+        let removed = if recv_side {
+            s.recvq.remove(w)
+        } else {
+            s.sendq.remove(w)
+        };
+        self.publish(s);
+        removed
     }
 
     /// A value handed to a receive that was then abandoned: give it to another
-    /// live receiver, or put it back at the head of the buffer.
+    /// live receiver, or put it back into the buffer.
     pub(super) fn put_back(&self, mut s: MutexGuard<'_, State<T>>, v: T) {
         if let Some(r) = Self::claim_receiver(&mut s) {
             // SAFETY: `r` was queued and we hold the lock.
             unsafe { r.put_value(v) };
             r.complete(DONE);
+            self.publish(&s);
             drop(s);
             r.wake();
-        } else {
-            s.buf.push_front(v);
+            return;
         }
+        let v = match &self.ring {
+            Some(ring) => match ring.push(v) {
+                Ok(()) => return,
+                Err(PushError::Full(v) | PushError::Closed(v)) => v,
+            },
+            None => v,
+        };
+        s.buf.push_front(v);
+        self.publish(&s);
     }
 
     pub(super) fn close(&self) -> Result<(), CloseError> {
@@ -363,7 +665,10 @@ impl<T> Inner<T> {
                 return Err(CloseError);
             }
             s.closed = true;
-            Self::fail_all(&mut s, true, true)
+            if let Some(ring) = &self.ring {
+                ring.mark();
+            }
+            self.fail_all(&mut s, true, true)
         };
         for w in woken {
             w.wake();
@@ -373,7 +678,7 @@ impl<T> Inner<T> {
 
     /// Under the lock: complete every claimable waiter of the chosen queues with
     /// CLOSED (senders keep their values in their slots). Wake them after unlocking.
-    fn fail_all(s: &mut State<T>, recvs: bool, sends: bool) -> Vec<Arc<Waiter<T>>> {
+    fn fail_all(&self, s: &mut State<T>, recvs: bool, sends: bool) -> Vec<Arc<Waiter<T>>> {
         let mut woken = Vec::new();
         if recvs {
             while let Some(w) = Self::claim_receiver(s) {
@@ -387,6 +692,7 @@ impl<T> Inner<T> {
                 woken.push(w);
             }
         }
+        self.publish(s);
         woken
     }
 
@@ -399,7 +705,11 @@ impl<T> Inner<T> {
                 // Receivers drain the buffer, then see "closed".
                 s.closed = true;
             }
-            Self::fail_all(&mut s, side_senders, !side_senders)
+            // Either way no send can succeed any more.
+            if let Some(ring) = &self.ring {
+                ring.mark();
+            }
+            self.fail_all(&mut s, side_senders, !side_senders)
         };
         for w in woken {
             w.wake();
@@ -428,13 +738,12 @@ impl<T> SendFut<'_, T> {
         }
         let w = this.waiter.take()?;
         let mut s = this.inner.lock();
-        if w.state() == DONE {
-            return None;
+        this.inner.unpark(&mut s, &w, false);
+        match w.state() {
+            DONE => None,
+            // SAFETY: `w` is unqueued (removed, or completed) and we hold the lock.
+            _ => unsafe { w.take_value() },
         }
-        s.sendq.remove(&w);
-        // SAFETY: `w` is no longer queued (removed, or completed with CLOSED) and we
-        // hold the lock: the slot is ours.
-        unsafe { w.take_value() }
     }
 }
 
@@ -443,40 +752,57 @@ impl<T> Future for SendFut<'_, T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        if let Some(w) = &this.waiter {
-            return match w.poll_state(cx.waker()) {
-                WAITING => Poll::Pending,
-                DONE => {
-                    this.waiter = None;
-                    Poll::Ready(Ok(()))
+        let inner = this.inner;
+        let mut v = match this.waiter.take() {
+            Some(w) => match w.poll_state(cx.waker()) {
+                WAITING => {
+                    this.waiter = Some(w);
+                    return Poll::Pending;
                 }
-                _ => {
-                    // SAFETY: CLOSED is final and was observed with Acquire: the
-                    // waiter is unqueued and the slot is ours.
+                DONE => return Poll::Ready(Ok(())),
+                // SAFETY: a final state observed with Acquire: `w` is unqueued and
+                // the slot is ours.
+                CLOSED => {
                     let v = unsafe { w.take_value() }.expect("closed sender gets its value back");
-                    this.waiter = None;
-                    Poll::Ready(Err(SendError(v)))
+                    return Poll::Ready(Err(SendError(v)));
                 }
-            };
-        }
-        let v = this.value.take().expect("SendFut polled after completion");
-        // One critical section: complete now, or park.
-        let mut s = this.inner.lock();
-        match this.inner.send_locked(&mut s, v) {
-            Ok(woken) => {
-                drop(s);
-                if let Some(w) = woken {
-                    w.wake();
+                // NOTIFIED: try again. SAFETY: as above.
+                _ => unsafe { w.take_value() }.expect("notified sender keeps its value"),
+            },
+            None => this.value.take().expect("SendFut polled after completion"),
+        };
+        loop {
+            if let Some(ring) = &inner.ring {
+                match inner.ring_send(ring, v) {
+                    Sent::Done => return Poll::Ready(Ok(())),
+                    Sent::Closed(back) => return Poll::Ready(Err(SendError(back))),
+                    Sent::Full(back) => v = back,
                 }
-                Poll::Ready(Ok(()))
             }
-            Err((v, false)) => Poll::Ready(Err(SendError(v))),
-            Err((v, true)) => {
-                let w = Waiter::single(Some(v), cx.waker());
-                s.sendq.push_back(w.clone());
+            let w = Waiter::single(None, cx.waker());
+            let mut s = inner.lock();
+            if inner.ring.is_none() {
+                // One critical section: complete now, or park.
+                match inner.send_locked(&mut s, v) {
+                    Ok(woken) => {
+                        drop(s);
+                        if let Some(r) = woken {
+                            r.wake();
+                        }
+                        return Poll::Ready(Ok(()));
+                    }
+                    Err((back, false)) => return Poll::Ready(Err(SendError(back))),
+                    Err((back, true)) => v = back,
+                }
+            }
+            // SAFETY: `w` is not published yet: only we can touch its slot.
+            unsafe { w.put_value(v) };
+            if inner.park_send(&mut s, &w, None) {
                 this.waiter = Some(w);
-                Poll::Pending
+                return Poll::Pending;
             }
+            // The ring made room meanwhile: try again. SAFETY: `w` was not queued.
+            v = unsafe { w.take_value() }.expect("unparked sender keeps its value");
         }
     }
 }
@@ -485,7 +811,10 @@ impl<T> Drop for SendFut<'_, T> {
     fn drop(&mut self) {
         if let Some(w) = self.waiter.take() {
             let mut s = self.inner.lock();
-            s.sendq.remove(&w);
+            if !self.inner.unpark(&mut s, &w, false) && w.state() == NOTIFIED {
+                drop(s);
+                self.inner.renotify(false);
+            }
         }
     }
 }
@@ -504,37 +833,46 @@ impl<T> Future for RecvFut<'_, T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
         let this = self.get_mut();
-        if let Some(w) = &this.waiter {
-            return match w.poll_state(cx.waker()) {
-                WAITING => Poll::Pending,
-                DONE => {
-                    // SAFETY: DONE is final and was observed with Acquire.
-                    let v = unsafe { w.take_value() };
-                    this.waiter = None;
-                    Poll::Ready(v)
+        let inner = this.inner;
+        if let Some(w) = this.waiter.take() {
+            match w.poll_state(cx.waker()) {
+                WAITING => {
+                    this.waiter = Some(w);
+                    return Poll::Pending;
                 }
-                _ => {
-                    this.waiter = None;
-                    Poll::Ready(None)
-                }
-            };
-        }
-        // One critical section: complete now, or park.
-        let mut s = this.inner.lock();
-        match this.inner.recv_locked(&mut s) {
-            Ok((v, woken)) => {
-                drop(s);
-                if let Some(w) = woken {
-                    w.wake();
-                }
-                Poll::Ready(Some(v))
+                // SAFETY: DONE is final and was observed with Acquire.
+                DONE => return Poll::Ready(unsafe { w.take_value() }),
+                // CLOSED or NOTIFIED: look again (a closed buffer may hold values).
+                _ => {}
             }
-            Err(true) => Poll::Ready(None),
-            Err(false) => {
-                let w = Waiter::single(None, cx.waker());
-                s.recvq.push_back(w.clone());
+        }
+        loop {
+            if let Some(ring) = &inner.ring {
+                match inner.ring_recv(ring) {
+                    Ok(v) => return Poll::Ready(Some(v)),
+                    Err(true) => return Poll::Ready(None),
+                    Err(false) => {}
+                }
+            }
+            let w = Waiter::single(None, cx.waker());
+            let mut s = inner.lock();
+            if inner.ring.is_none() {
+                // One critical section: complete now, or park.
+                match inner.recv_locked(&mut s) {
+                    Ok((v, woken)) => {
+                        drop(s);
+                        if let Some(w) = woken {
+                            w.wake();
+                        }
+                        return Poll::Ready(Some(v));
+                    }
+                    Err(true) => return Poll::Ready(None),
+                    Err(false) => {}
+                }
+            }
+            if inner.park_recv(&mut s, &w, None) {
                 this.waiter = Some(w);
-                Poll::Pending
+                return Poll::Pending;
             }
         }
     }
@@ -544,15 +882,22 @@ impl<T> Drop for RecvFut<'_, T> {
     fn drop(&mut self) {
         let Some(w) = self.waiter.take() else { return };
         let mut s = self.inner.lock();
-        if s.recvq.remove(&w) {
+        if self.inner.unpark(&mut s, &w, true) {
             return;
         }
-        if w.state() == DONE {
-            // A value was handed to us but never returned: put it back.
-            // SAFETY: DONE (read under the lock) means unqueued: the slot is ours.
-            if let Some(v) = unsafe { w.take_value() } {
-                self.inner.put_back(s, v);
+        match w.state() {
+            DONE => {
+                // A value was handed to us but never returned: put it back.
+                // SAFETY: DONE (read under the lock) means unqueued: the slot is ours.
+                if let Some(v) = unsafe { w.take_value() } {
+                    self.inner.put_back(s, v);
+                }
             }
+            NOTIFIED => {
+                drop(s);
+                self.inner.renotify(true);
+            }
+            _ => {}
         }
     }
 }

@@ -6,6 +6,7 @@
 mod core;
 mod error;
 mod queue;
+mod ring;
 mod select;
 
 pub(crate) use error::{CloseError, SendError};

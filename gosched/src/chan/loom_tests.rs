@@ -71,10 +71,16 @@ fn recv<T>(ch: &Inner<T>) -> Option<T> {
 }
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
+    model_bounded(3, f)
+}
+
+/// For the models with three threads and a dozen lock operations each, whose
+/// state space at 3 preemptions takes minutes: at most `bound` (or
+/// LOOM_MAX_PREEMPTIONS, if lower).
+fn model_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(3);
-    }
+    b.preemption_bound = Some(b.preemption_bound.map_or(bound, |env| env.min(bound)));
+    b.max_branches = 100_000;
     b.check(f);
 }
 
@@ -119,7 +125,7 @@ fn unbuffered_send_recv_close() {
 /// back to the sender.
 #[test]
 fn buffered_close_with_parked_sender() {
-    model(|| {
+    model_bounded(2, || {
         let ch = Arc::new(Inner::<u32>::new(1));
         let (tx, cl) = (ch.clone(), ch.clone());
         let sender = thread::spawn(move || [send(&tx, 1), send(&tx, 2)]);
@@ -190,6 +196,50 @@ fn select_claim_vs_close() {
             Selected::Arm(1) => {
                 assert_eq!(rb.take(), None);
                 assert_eq!(sent, Err(SendError(5)), "a losing arm took the value");
+            }
+            other => panic!("{other:?}"),
+        }
+    });
+}
+
+/// Buffered, lock-free side against the parking side: a receiver parks on an
+/// empty cap-1 ring while two lock-free sends arrive. Both values arrive in
+/// order and the receiver never sleeps through a value (a lost wake-up would
+/// deadlock the model).
+#[test]
+fn buffered_parked_receiver_no_lost_wakeup() {
+    model(|| {
+        let ch = Arc::new(Inner::<u32>::new(1));
+        let rx = ch.clone();
+        let r = thread::spawn(move || [recv(&rx), recv(&rx)]);
+        send(&ch, 1).unwrap();
+        send(&ch, 2).unwrap();
+        assert_eq!(r.join().unwrap(), [Some(1), Some(2)]);
+    });
+}
+
+/// Buffered select: a select receiving from a cap-1 channel or a closed-later
+/// one, against a lock-free send. Exactly one arm wins; the value is never lost.
+#[test]
+fn buffered_select_vs_send() {
+    model(|| {
+        let a = Arc::new(Inner::<u32>::new(1));
+        let b = Arc::new(Inner::<u32>::new(1));
+        let (a2, b2) = (a.clone(), b.clone());
+        let sender = thread::spawn(move || a2.try_send(5).is_ok());
+        let closer = thread::spawn(move || b2.close().unwrap());
+        let (mut ra, mut rb) = (RecvArm::new(&a), RecvArm::new(&b));
+        let picked = {
+            let mut arms: [&mut dyn SelectArm; 2] = [&mut ra, &mut rb];
+            block_on(SelectFut::new(&mut arms, false))
+        };
+        assert!(sender.join().unwrap(), "cap 1 and empty: the send fits");
+        closer.join().unwrap();
+        match picked {
+            Selected::Arm(0) => assert_eq!(ra.take(), Some(5)),
+            Selected::Arm(1) => {
+                assert_eq!(rb.take(), None);
+                assert_eq!(a.try_recv().ok(), Some(5), "the value stayed buffered");
             }
             other => panic!("{other:?}"),
         }

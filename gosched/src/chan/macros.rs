@@ -52,7 +52,7 @@ macro_rules! select {
 /// already handed to a receive arm goes back into its channel.
 ///
 /// ```
-/// # gosched::Runtime::new().block_on(async {
+/// # gosched::Runtime::new().unwrap().block_on(async {
 /// use gosched::{chan, select_async};
 /// let (a, b) = (chan::<u8>(1), chan::<u8>(1));
 /// b.send_async(2).await.unwrap();

@@ -54,6 +54,7 @@ mod core;
 mod error;
 mod macros;
 mod queue;
+mod ring;
 mod select;
 
 use self::core::Inner;
@@ -109,7 +110,7 @@ macro_rules! common_methods {
 
         /// Values buffered now.
         pub fn len(&self) -> usize {
-            self.inner.lock().buf.len()
+            self.inner.len()
         }
 
         /// No value buffered now.
@@ -334,11 +335,12 @@ macro_rules! debug_impl {
     ($t:ident) => {
         impl<T> fmt::Debug for $t<T> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                let s = self.inner.lock();
+                let len = self.inner.len();
+                let closed = self.inner.lock().closed;
                 f.debug_struct(stringify!($t))
-                    .field("len", &s.buf.len())
+                    .field("len", &len)
                     .field("cap", &self.inner.cap)
-                    .field("closed", &s.closed)
+                    .field("closed", &closed)
                     .finish()
             }
         }

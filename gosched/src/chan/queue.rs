@@ -39,6 +39,7 @@ impl<T> Links<T> {
 pub(super) struct WaitQueue<T> {
     head: *const Waiter<T>,
     tail: *const Waiter<T>,
+    len: usize,
 }
 
 // SAFETY: the queue only holds `Arc<Waiter<T>>`s (as raw pointers); sending it to
@@ -51,7 +52,12 @@ impl<T> WaitQueue<T> {
         WaitQueue {
             head: ptr::null(),
             tail: ptr::null(),
+            len: 0,
         }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.len
     }
 
     pub(super) fn push_back(&mut self, w: Arc<Waiter<T>>) {
@@ -76,6 +82,7 @@ impl<T> WaitQueue<T> {
             }
         }
         self.tail = p;
+        self.len += 1;
     }
 
     /// Walk the queue from the head: `f` returns `true` to stop. Used to look for a
@@ -145,6 +152,7 @@ impl<T> WaitQueue<T> {
                 (*next).links.with_mut(|l| (*l).prev = prev);
             }
         }
+        self.len -= 1;
     }
 }
 

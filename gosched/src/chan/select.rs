@@ -30,7 +30,11 @@
 //! CASes `sel` to `SEL_CANCELLED`; if that fails an arm won first and wins.
 //! Dropping a pending select does the same CAS; if an arm had already won, a
 //! received value is put back into its channel (`Inner::put_back`), so an
-//! abandoned async select loses nothing. Values of send arms that did not win are
+//! abandoned async select loses nothing.
+//!
+//! On a buffered channel an arm can also win by *notification* (`NOTIFIED`, see
+//! `core.rs`): the ring changed, and the arm retries its operation; if another
+//! operation got there first, the select starts over from pass 1. Values of send arms that did not win are
 //! dropped with their arm, as Go discards the evaluated operands of losing cases.
 
 use std::fmt;
@@ -41,7 +45,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::core::{
-    Inner, Park, Waiter, CLOSED, DONE, SEL_CANCELLED, SEL_RETRY, SEL_WAITING, WAITING,
+    Inner, Park, Waiter, CLOSED, DONE, NOTIFIED, SEL_CANCELLED, SEL_RETRY, SEL_WAITING, WAITING,
 };
 use super::SendError;
 use crate::loom::sync::atomic::Ordering::*;
@@ -73,11 +77,14 @@ mod sealed {
         fn register(&mut self, park: &Arc<Park>, arm: usize) -> bool;
         /// This arm lost (or the select is being retried): withdraw its waiter.
         fn unregister(&mut self);
-        /// This arm won while parked: collect the result.
-        fn finish(&mut self);
-        /// The arm won but the select was dropped before returning: undo what
-        /// can be undone (put a received value back).
-        fn abandon(&mut self);
+        /// This arm won while parked: collect the result. False if it was only
+        /// notified and the retried operation could not complete (the select
+        /// starts over).
+        fn finish(&mut self) -> bool;
+        /// The arm won but the select is dropped before returning: undo what can
+        /// be undone (a received value goes back into the channel; a mere
+        /// notification is passed on, not acted upon).
+        fn drop_won(&mut self);
     }
 }
 
@@ -171,18 +178,17 @@ impl<T: Send> sealed::Arm for RecvArm<'_, T> {
     }
 
     fn register(&mut self, park: &Arc<Park>, arm: usize) -> bool {
+        let w = Waiter::select(None, park, arm);
         let mut s = self.inner.lock();
         if park.sel.load(Acquire) != SEL_WAITING {
             return false;
         }
-        if self.inner.recv_ready(&s, park) {
+        if !self.inner.park_recv(&mut s, &w, Some(park)) {
             let _ = park
                 .sel
                 .compare_exchange(SEL_WAITING, SEL_RETRY, AcqRel, Acquire);
             return false;
         }
-        let w = Waiter::select(None, park, arm);
-        s.recvq.push_back(w.clone());
         self.waiter = Some(w);
         true
     }
@@ -190,29 +196,33 @@ impl<T: Send> sealed::Arm for RecvArm<'_, T> {
     fn unregister(&mut self) {
         if let Some(w) = self.waiter.take() {
             let mut s = self.inner.lock();
-            s.recvq.remove(&w);
+            self.inner.unpark(&mut s, &w, true);
             debug_assert_eq!(w.state(), WAITING, "a losing arm was completed");
         }
     }
 
-    fn finish(&mut self) {
+    fn finish(&mut self) -> bool {
         let w = self.waiter.take().expect("the winning arm was registered");
         // The claimer completed `w` in the critical section that claimed it:
         // taking the lock once makes that visible.
         let s = self.inner.lock();
-        self.output = Some(match w.state() {
+        let state = w.state();
+        debug_assert_ne!(
+            state, WAITING,
+            "a claimed waiter is completed under the claimer's lock"
+        );
+        if state == DONE {
             // SAFETY: DONE, read under the lock: `w` is unqueued and ours.
-            DONE => unsafe { w.take_value() },
-            CLOSED => None,
-            _ => unreachable!("a claimed waiter is completed under the claimer's lock"),
-        });
+            self.output = Some(unsafe { w.take_value() });
+            return true;
+        }
         drop(s);
+        // CLOSED or NOTIFIED: look again (a closed buffer may still hold values).
+        self.try_complete()
     }
 
-    fn abandon(&mut self) {
-        if let Some(Some(v)) = self.output.take() {
-            self.inner.put_back(self.inner.lock(), v);
-        }
+    fn drop_won(&mut self) {
+        self.release();
     }
 }
 
@@ -231,18 +241,21 @@ impl<T: Send> sealed::Arm for SendArm<'_, T> {
     }
 
     fn register(&mut self, park: &Arc<Park>, arm: usize) -> bool {
+        let w = Waiter::select(None, park, arm);
         let mut s = self.inner.lock();
         if park.sel.load(Acquire) != SEL_WAITING {
             return false;
         }
-        if self.inner.send_ready(&s, park) {
+        // SAFETY: `w` is not published yet: only we can touch its slot.
+        unsafe { w.put_value(self.value.take().expect("SendArm registered twice")) };
+        if !self.inner.park_send(&mut s, &w, Some(park)) {
+            // SAFETY: `w` was not queued.
+            self.value = unsafe { w.take_value() };
             let _ = park
                 .sel
                 .compare_exchange(SEL_WAITING, SEL_RETRY, AcqRel, Acquire);
             return false;
         }
-        let w = Waiter::select(self.value.take(), park, arm);
-        s.sendq.push_back(w.clone());
         self.waiter = Some(w);
         true
     }
@@ -250,7 +263,7 @@ impl<T: Send> sealed::Arm for SendArm<'_, T> {
     fn unregister(&mut self) {
         if let Some(w) = self.waiter.take() {
             let mut s = self.inner.lock();
-            s.sendq.remove(&w);
+            self.inner.unpark(&mut s, &w, false);
             debug_assert_eq!(w.state(), WAITING, "a losing arm was completed");
             // SAFETY: `w` is unqueued (removed now, or popped as stale) and we hold
             // the lock: the slot is ours. The value goes back into the arm.
@@ -258,35 +271,81 @@ impl<T: Send> sealed::Arm for SendArm<'_, T> {
         }
     }
 
-    fn finish(&mut self) {
+    fn finish(&mut self) -> bool {
         let w = self.waiter.take().expect("the winning arm was registered");
         let s = self.inner.lock();
-        self.output = Some(match w.state() {
-            DONE => Ok(()),
-            // SAFETY: CLOSED, read under the lock: `w` is unqueued and ours.
-            CLOSED => Err(SendError(
-                unsafe { w.take_value() }.expect("closed sender gets its value back"),
-            )),
-            _ => unreachable!("a claimed waiter is completed under the claimer's lock"),
-        });
+        let state = w.state();
+        debug_assert_ne!(
+            state, WAITING,
+            "a claimed waiter is completed under the claimer's lock"
+        );
+        // SAFETY: a final state read under the lock: `w` is unqueued and ours.
+        let back = unsafe { w.take_value() };
         drop(s);
+        match state {
+            DONE => {
+                self.output = Some(Ok(()));
+                true
+            }
+            CLOSED => {
+                let v = back.expect("closed sender gets its value back");
+                self.output = Some(Err(SendError(v)));
+                true
+            }
+            _ => {
+                // NOTIFIED: room was made; try again.
+                self.value = back;
+                self.try_complete()
+            }
+        }
     }
 
-    fn abandon(&mut self) {
-        // A completed send stays sent; a failed one drops its value with the arm.
+    fn drop_won(&mut self) {
+        self.release();
+    }
+}
+
+impl<T> RecvArm<'_, T> {
+    /// Withdraw the waiter, whatever happened to it: still queued → unlink; a
+    /// value handed over → put it back; notified → pass the notification on.
+    fn release(&mut self) {
+        if let Some(w) = self.waiter.take() {
+            let mut s = self.inner.lock();
+            if !self.inner.unpark(&mut s, &w, true) {
+                match w.state() {
+                    // SAFETY: DONE, read under the lock: `w` is unqueued and ours.
+                    DONE => {
+                        if let Some(v) = unsafe { w.take_value() } {
+                            self.inner.put_back(s, v);
+                        }
+                    }
+                    NOTIFIED => {
+                        drop(s);
+                        self.inner.renotify(true);
+                    }
+                    _ => {}
+                }
+            }
+        }
     }
 }
 
 impl<T> Drop for RecvArm<'_, T> {
     fn drop(&mut self) {
-        // Only reached with a waiter if the select future was leaked.
+        // Only finds a waiter if the select future was leaked.
+        self.release();
+    }
+}
+
+impl<T> SendArm<'_, T> {
+    /// Withdraw the waiter: still queued → unlink; notified → pass it on. (A
+    /// completed send stays sent; a failed one drops its value with the arm.)
+    fn release(&mut self) {
         if let Some(w) = self.waiter.take() {
             let mut s = self.inner.lock();
-            if !s.recvq.remove(&w) && w.state() == DONE {
-                // SAFETY: DONE, read under the lock: `w` is unqueued and ours.
-                if let Some(v) = unsafe { w.take_value() } {
-                    self.inner.put_back(s, v);
-                }
+            if !self.inner.unpark(&mut s, &w, false) && w.state() == NOTIFIED {
+                drop(s);
+                self.inner.renotify(false);
             }
         }
     }
@@ -294,9 +353,7 @@ impl<T> Drop for RecvArm<'_, T> {
 
 impl<T> Drop for SendArm<'_, T> {
     fn drop(&mut self) {
-        if let Some(w) = self.waiter.take() {
-            self.inner.lock().sendq.remove(&w);
-        }
+        self.release();
     }
 }
 
@@ -413,10 +470,14 @@ impl Future for SelectFut<'_, '_> {
                     }
                     won => {
                         let k = won - 1;
-                        this.arms[k].finish();
+                        let done = this.arms[k].finish();
                         this.unregister_all();
                         this.park = None;
-                        return Poll::Ready(Selected::Arm(k));
+                        if done {
+                            return Poll::Ready(Selected::Arm(k));
+                        }
+                        // Notified, but another operation took the value (or the
+                        // room) first: start over.
                     }
                 }
             }
@@ -446,9 +507,10 @@ impl Drop for SelectFut<'_, '_> {
         {
             Ok(_) | Err(SEL_RETRY) | Err(SEL_CANCELLED) => {}
             Err(won) => {
+                // Won, but nobody will look: undo a received value; pass a mere
+                // notification on without acting on it.
                 let arm = &mut self.arms[won - 1];
-                arm.finish();
-                arm.abandon();
+                arm.drop_won();
             }
         }
         self.unregister_all();

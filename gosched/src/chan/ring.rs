@@ -1,0 +1,235 @@
+//! The buffer of a buffered channel: a bounded lock-free MPMC ring (Vyukov's
+//! array queue, as in crossbeam's array channel), so that sends and receives
+//! that neither park nor wake anyone never take the channel lock.
+//!
+//! # Protocol
+//!
+//! `head` and `tail` are positions `lap | index`: `index < cap` is the slot, and
+//! `lap` (a multiple of `one_lap`) counts wrap-arounds. Between the index bits and
+//! the lap bits sits `mark_bit`, set in `tail` only: once set, every push fails
+//! (the channel is closed for sending). Each slot has a `stamp`:
+//! - `stamp == tail` (for the slot `tail` points at): the slot is free for this
+//!   lap; a pusher CASes `tail` forward, writes the value, then stores
+//!   `stamp = tail + 1` (Release) — "full, for lap `lap`";
+//! - `stamp == head + 1`: the slot holds a value; a popper CASes `head` forward,
+//!   reads the value, then stores `stamp = head + one_lap` (Release) — "free,
+//!   for the next lap".
+//!
+//! The CAS on `tail`/`head` gives each slot to one pusher/popper; the stamp's
+//! Release/Acquire pair publishes the value. A full ring is `head + one_lap ==
+//! tail`, an empty one `tail == head` (checked after a SeqCst fence, so a
+//! concurrent operation is either seen or will be retried). A pusher that finds
+//! a slot still being popped (or a popper that finds one still being pushed)
+//! spins briefly: the other side is between its CAS and its stamp store.
+
+use std::mem::MaybeUninit;
+
+use crossbeam_utils::CachePadded;
+
+use crate::loom::cell::UnsafeCell;
+use crate::loom::sync::atomic::{fence, AtomicUsize, Ordering::*};
+
+struct Slot<T> {
+    stamp: AtomicUsize,
+    value: UnsafeCell<MaybeUninit<T>>,
+}
+
+pub(super) enum PushError<T> {
+    Full(T),
+    Closed(T),
+}
+
+pub(super) struct Ring<T> {
+    head: CachePadded<AtomicUsize>,
+    tail: CachePadded<AtomicUsize>,
+    slots: Box<[Slot<T>]>,
+    cap: usize,
+    one_lap: usize,
+    mark_bit: usize,
+}
+
+// SAFETY: values move between threads through the ring (`T: Send`); a slot's value
+// is accessed only by the one thread that won the CAS for it (see the protocol).
+unsafe impl<T: Send> Send for Ring<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for Ring<T> {}
+
+/// Wait for a thread that is between its CAS and its stamp store.
+#[inline]
+fn spin(step: &mut u32) {
+    #[cfg(loom)]
+    {
+        let _ = step;
+        loom::thread::yield_now();
+    }
+    #[cfg(not(loom))]
+    {
+        if *step < 6 {
+            for _ in 0..1u32 << *step {
+                std::hint::spin_loop();
+            }
+            *step += 1;
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+impl<T> Ring<T> {
+    pub(super) fn new(cap: usize) -> Self {
+        assert!(cap > 0);
+        let mark_bit = (cap + 1).next_power_of_two();
+        let one_lap = mark_bit * 2;
+        let slots = (0..cap)
+            .map(|i| Slot {
+                stamp: AtomicUsize::new(i),
+                value: UnsafeCell::new(MaybeUninit::uninit()),
+            })
+            .collect();
+        Ring {
+            head: CachePadded::new(AtomicUsize::new(0)),
+            tail: CachePadded::new(AtomicUsize::new(0)),
+            slots,
+            cap,
+            one_lap,
+            mark_bit,
+        }
+    }
+
+    /// The position after `pos`.
+    #[inline]
+    fn next(&self, pos: usize) -> usize {
+        let index = pos & (self.mark_bit - 1);
+        let lap = pos & !(self.one_lap - 1);
+        if index + 1 < self.cap {
+            pos + 1
+        } else {
+            lap.wrapping_add(self.one_lap)
+        }
+    }
+
+    pub(super) fn push(&self, v: T) -> Result<(), PushError<T>> {
+        let mut step = 0;
+        let mut tail = self.tail.load(Relaxed);
+        loop {
+            if tail & self.mark_bit != 0 {
+                return Err(PushError::Closed(v));
+            }
+            let index = tail & (self.mark_bit - 1);
+            let slot = &self.slots[index];
+            let stamp = slot.stamp.load(Acquire);
+            if tail == stamp {
+                match self
+                    .tail
+                    .compare_exchange_weak(tail, self.next(tail), SeqCst, Relaxed)
+                {
+                    Ok(_) => {
+                        // SAFETY: the CAS gave us this slot for this lap; nobody
+                        // reads it before the stamp store below.
+                        slot.value.with_mut(|p| unsafe { (*p).write(v) });
+                        slot.stamp.store(tail + 1, Release);
+                        return Ok(());
+                    }
+                    Err(t) => tail = t,
+                }
+            } else if stamp.wrapping_add(self.one_lap) == tail + 1 {
+                // The slot still holds last lap's value: full, unless a pop is
+                // in progress.
+                fence(SeqCst);
+                let head = self.head.load(Relaxed);
+                if head.wrapping_add(self.one_lap) == tail {
+                    return Err(PushError::Full(v));
+                }
+                spin(&mut step);
+                tail = self.tail.load(Relaxed);
+            } else {
+                spin(&mut step);
+                tail = self.tail.load(Relaxed);
+            }
+        }
+    }
+
+    pub(super) fn pop(&self) -> Option<T> {
+        let mut step = 0;
+        let mut head = self.head.load(Relaxed);
+        loop {
+            let index = head & (self.mark_bit - 1);
+            let slot = &self.slots[index];
+            let stamp = slot.stamp.load(Acquire);
+            if head + 1 == stamp {
+                match self
+                    .head
+                    .compare_exchange_weak(head, self.next(head), SeqCst, Relaxed)
+                {
+                    Ok(_) => {
+                        // SAFETY: the CAS gave us this slot's value (published by
+                        // the pusher's Release stamp store, read with Acquire).
+                        let v = slot.value.with(|p| unsafe { (*p).assume_init_read() });
+                        slot.stamp.store(head.wrapping_add(self.one_lap), Release);
+                        return Some(v);
+                    }
+                    Err(h) => head = h,
+                }
+            } else if stamp == head {
+                // Empty, unless a push is in progress.
+                fence(SeqCst);
+                let tail = self.tail.load(Relaxed);
+                if tail & !self.mark_bit == head {
+                    return None;
+                }
+                spin(&mut step);
+                head = self.head.load(Relaxed);
+            } else {
+                spin(&mut step);
+                head = self.head.load(Relaxed);
+            }
+        }
+    }
+
+    /// Make every later push fail. Returns false if it was already marked.
+    pub(super) fn mark(&self) -> bool {
+        self.tail.fetch_or(self.mark_bit, SeqCst) & self.mark_bit == 0
+    }
+
+    pub(super) fn is_marked(&self) -> bool {
+        self.tail.load(SeqCst) & self.mark_bit != 0
+    }
+
+    pub(super) fn len(&self) -> usize {
+        loop {
+            let tail = self.tail.load(SeqCst);
+            let head = self.head.load(SeqCst);
+            if self.tail.load(SeqCst) == tail {
+                let hix = head & (self.mark_bit - 1);
+                let tix = tail & (self.mark_bit - 1);
+                return if hix < tix {
+                    tix - hix
+                } else if hix > tix {
+                    self.cap - hix + tix
+                } else if (tail & !self.mark_bit) == head {
+                    0
+                } else {
+                    self.cap
+                };
+            }
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        let head = self.head.load(SeqCst);
+        let tail = self.tail.load(SeqCst);
+        tail & !self.mark_bit == head
+    }
+
+    pub(super) fn is_full(&self) -> bool {
+        let tail = self.tail.load(SeqCst);
+        let head = self.head.load(SeqCst);
+        head.wrapping_add(self.one_lap) == tail & !self.mark_bit
+    }
+}
+
+impl<T> Drop for Ring<T> {
+    fn drop(&mut self) {
+        while self.pop().is_some() {}
+    }
+}
