@@ -34,18 +34,24 @@ pub mod runtime;
 #[cfg(not(loom))]
 pub(crate) mod sched;
 #[cfg(not(loom))]
+pub mod sync;
+#[cfg(not(loom))]
 pub mod task;
 #[cfg(not(loom))]
 pub mod time;
 
-/// Under loom only the lock-free parts of the scheduler are compiled and modelled.
-#[cfg(loom)]
-#[path = "sched/loom_mod.rs"]
-pub(crate) mod sched;
 /// ... and the channel core (waiters, claiming, select).
 #[cfg(loom)]
 #[path = "chan/loom_mod.rs"]
 pub(crate) mod chan;
+/// Under loom only the lock-free parts of the scheduler are compiled and modelled.
+#[cfg(loom)]
+#[path = "sched/loom_mod.rs"]
+pub(crate) mod sched;
+/// ... and the core of `sync` (the wait queue and the mutex hand-off protocol).
+#[cfg(loom)]
+#[path = "sync/loom_mod.rs"]
+pub(crate) mod sync;
 
 #[cfg(not(loom))]
 pub use chan::{chan, Chan};
