@@ -29,7 +29,8 @@ options:
   --procs N        worker threads of every runtime (GOMAXPROCS for Go); default 2
   --runs N         runs per row (default 5, 3 for rows whose first run takes > 2 s)
   --impl A,B       only these implementations: gosched-go, gosched-go-chan (W2 only),
-                   gosched-async, go, may, tokio, crossbeam, flume, kanal (W5: plain threads)
+                   gosched-async, gosched-threads, go, may, tokio, crossbeam, flume, kanal
+                   (the last four: W5 on plain threads)
   --timeout SECS   kill a measurement after this long (default 60)
 
 writes target/bench/results.json and target/bench/results.md";

@@ -30,6 +30,9 @@ pub enum Impl {
     GoschedGoChan,
     /// gosched async tasks (`gosched::spawn`).
     GoschedAsync,
+    /// Plain OS threads + `gosched::chan` (no runtime; W5 only): the row that
+    /// races crossbeam-channel.
+    GoschedThreads,
     /// tokio multi-thread runtime, `worker_threads = procs`.
     Tokio,
     /// may stackful coroutines, `set_workers(procs)`.
@@ -45,10 +48,11 @@ pub enum Impl {
 }
 
 impl Impl {
-    pub const ALL: [Impl; 9] = [
+    pub const ALL: [Impl; 10] = [
         Impl::GoschedGo,
         Impl::GoschedGoChan,
         Impl::GoschedAsync,
+        Impl::GoschedThreads,
         Impl::Go,
         Impl::May,
         Impl::Tokio,
@@ -67,6 +71,7 @@ impl Impl {
                 matches!(peer, Impl::Go | Impl::May | Impl::Crossbeam)
             }
             Impl::GoschedAsync => peer == Impl::Tokio,
+            Impl::GoschedThreads => peer == Impl::Crossbeam,
             _ => false,
         }
     }
@@ -76,6 +81,7 @@ impl Impl {
             Impl::GoschedGo => "gosched-go",
             Impl::GoschedGoChan => "gosched-go-chan",
             Impl::GoschedAsync => "gosched-async",
+            Impl::GoschedThreads => "gosched-threads",
             Impl::Tokio => "tokio",
             Impl::May => "may",
             Impl::Go => "go",
@@ -92,13 +98,16 @@ impl Impl {
     pub fn is_gosched(self) -> bool {
         matches!(
             self,
-            Impl::GoschedGo | Impl::GoschedGoChan | Impl::GoschedAsync
+            Impl::GoschedGo | Impl::GoschedGoChan | Impl::GoschedAsync | Impl::GoschedThreads
         )
     }
 
     /// Plain OS threads with a channel crate (no runtime, `procs` unused).
     pub fn is_threads(self) -> bool {
-        matches!(self, Impl::Crossbeam | Impl::Flume | Impl::Kanal)
+        matches!(
+            self,
+            Impl::Crossbeam | Impl::Flume | Impl::Kanal | Impl::GoschedThreads
+        )
     }
 }
 

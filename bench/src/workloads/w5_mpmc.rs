@@ -17,8 +17,8 @@
 //! goroutines (`chan int64`), tokio tasks with `async_channel::bounded`
 //! (`bounded(1)` for the cap-0 row: async-channel has no cap 0; labelled),
 //! and 8 plain OS threads (the main thread is the root, no runtime, `procs`
-//! unused) with `crossbeam_channel::bounded`, `flume::bounded` and
-//! `kanal::bounded` (all three have a real cap 0). may has no bounded
+//! unused) with `gosched::chan` (`gosched-threads`), `crossbeam_channel::bounded`,
+//! `flume::bounded` and `kanal::bounded` (all have a real cap 0). may has no bounded
 //! channel: no may row.
 
 use std::time::Instant;
@@ -40,6 +40,11 @@ pub fn run(imp: Impl, procs: usize, n: u64, cap: usize) -> Sample {
         #[cfg(feature = "gosched")]
         Impl::GoschedAsync => gosched_async(procs, per, cap),
         Impl::Tokio => tokio_tasks(procs, per, cap),
+        #[cfg(feature = "gosched")]
+        Impl::GoschedThreads => {
+            let (tx, rx) = gosched::chan::<u64>(cap).split();
+            threads(tx, rx, per, |tx, v| tx.send(v).is_ok(), |rx| rx.recv())
+        }
         Impl::Crossbeam => {
             let (tx, rx) = crossbeam_channel::bounded::<u64>(cap);
             threads(tx, rx, per, |tx, v| tx.send(v).is_ok(), |rx| rx.recv().ok())

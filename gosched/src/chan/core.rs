@@ -266,6 +266,21 @@ pub(super) struct Inner<T> {
     spilled: AtomicUsize,
 }
 
+/// The completing side's half of the Dekker pair (see the protocol): order the
+/// ring update before the read of the waiter count.
+///
+/// On x86-64 the ring update was a successful `lock cmpxchg` on `tail`/`head`,
+/// which already drains the store buffer — a full barrier in hardware — so only
+/// the compiler must be kept from moving the load up. Elsewhere, and under loom
+/// (which models the language, not the hardware), a real `fence(SeqCst)`.
+#[inline(always)]
+fn ring_fence() {
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    std::sync::atomic::compiler_fence(SeqCst);
+    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+    fence(SeqCst);
+}
+
 /// What the lock-free part of a buffered send did.
 enum Sent<T> {
     Done,
@@ -436,7 +451,7 @@ impl<T> Inner<T> {
 
     /// After a push: serve a parked receiver, if any, with a value from the ring.
     fn after_push(&self, ring: &Ring<T>) {
-        fence(SeqCst);
+        ring_fence();
         if self.recv_waiting.load(Relaxed) > 0 {
             self.serve_receiver(ring);
         }
@@ -470,7 +485,7 @@ impl<T> Inner<T> {
 
     /// After a pop: move a parked sender's value into the freed slot.
     fn after_pop(&self, ring: &Ring<T>) {
-        fence(SeqCst);
+        ring_fence();
         if self.send_waiting.load(Relaxed) > 0 {
             self.serve_sender(ring);
         }
@@ -530,6 +545,34 @@ impl<T> Inner<T> {
     }
 
     // ---- the operations ----------------------------------------------------------------
+
+    /// The blocking `send`'s first step, without a future: a buffered send that
+    /// completes at once. `Err(v)`: it must wait (or the channel is unbuffered).
+    #[inline]
+    pub(super) fn send_now(&self, v: T) -> Result<Result<(), SendError<T>>, T> {
+        match &self.ring {
+            Some(ring) => match self.ring_send(ring, v) {
+                Sent::Done => Ok(Ok(())),
+                Sent::Closed(v) => Ok(Err(SendError(v))),
+                Sent::Full(v) => Err(v),
+            },
+            None => Err(v),
+        }
+    }
+
+    /// The blocking `recv`'s first step: `Some(result)` if a buffered receive
+    /// completes at once.
+    #[inline]
+    pub(super) fn recv_now(&self) -> Option<Option<T>> {
+        match &self.ring {
+            Some(ring) => match self.ring_recv(ring) {
+                Ok(v) => Some(Some(v)),
+                Err(true) => Some(None),
+                Err(false) => None,
+            },
+            None => None,
+        }
+    }
 
     /// Non-blocking send. `Err(v)` with `full = true` when it would block.
     pub(super) fn try_send(&self, v: T) -> Result<(), (T, bool)> {
@@ -779,7 +822,6 @@ impl<T> Future for SendFut<'_, T> {
                     Sent::Full(back) => v = back,
                 }
             }
-            let w = Waiter::single(None, cx.waker());
             let mut s = inner.lock();
             if inner.ring.is_none() {
                 // One critical section: complete now, or park.
@@ -795,8 +837,8 @@ impl<T> Future for SendFut<'_, T> {
                     Err((back, true)) => v = back,
                 }
             }
-            // SAFETY: `w` is not published yet: only we can touch its slot.
-            unsafe { w.put_value(v) };
+            // Allocated under the lock, but only on the way to parking.
+            let w = Waiter::single(Some(v), cx.waker());
             if inner.park_send(&mut s, &w, None) {
                 this.waiter = Some(w);
                 return Poll::Pending;
@@ -854,7 +896,6 @@ impl<T> Future for RecvFut<'_, T> {
                     Err(false) => {}
                 }
             }
-            let w = Waiter::single(None, cx.waker());
             let mut s = inner.lock();
             if inner.ring.is_none() {
                 // One critical section: complete now, or park.
@@ -870,6 +911,7 @@ impl<T> Future for RecvFut<'_, T> {
                     Err(false) => {}
                 }
             }
+            let w = Waiter::single(None, cx.waker());
             if inner.park_recv(&mut s, &w, None) {
                 this.waiter = Some(w);
                 return Poll::Pending;

@@ -131,9 +131,13 @@ macro_rules! send_methods {
         /// taken. `Err` with the value if the channel is closed.
         ///
         /// # Panics
-        /// Inside an async task: use [`send_async`](Self::send_async).
+        /// Inside an async task, if it would have to wait: use
+        /// [`send_async`](Self::send_async) there.
         pub fn send(&self, value: T) -> Result<(), SendError<T>> {
-            crate::block_on(self.send_async(value))
+            match self.inner.send_now(value) {
+                Ok(done) => done,
+                Err(value) => crate::block_on(self.send_async(value)),
+            }
         }
 
         /// The async form of `send`. Dropping the future before it completes
@@ -190,9 +194,13 @@ macro_rules! recv_methods {
         /// closed and drained.
         ///
         /// # Panics
-        /// Inside an async task: use [`recv_async`](Self::recv_async).
+        /// Inside an async task, if it would have to wait: use
+        /// [`recv_async`](Self::recv_async) there.
         pub fn recv(&self) -> Option<T> {
-            crate::block_on(self.recv_async())
+            match self.inner.recv_now() {
+                Some(done) => done,
+                None => crate::block_on(self.recv_async()),
+            }
         }
 
         /// The async form of `recv`. Cancel-safe: dropping the future never loses
@@ -358,10 +366,13 @@ pub struct Iter<'a, T> {
 impl<T> Iterator for Iter<'_, T> {
     type Item = T;
     fn next(&mut self) -> Option<T> {
-        crate::block_on(RecvFut {
-            inner: self.inner,
-            waiter: None,
-        })
+        match self.inner.recv_now() {
+            Some(done) => done,
+            None => crate::block_on(RecvFut {
+                inner: self.inner,
+                waiter: None,
+            }),
+        }
     }
 }
 
