@@ -281,8 +281,21 @@ pub(crate) fn block_on_thread<F: Future>(fut: F) -> F::Output {
         if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
             return v;
         }
+        // A counterpart is often only microseconds away (a channel rendezvous
+        // with another thread): spin, then yield, before paying for a futex sleep
+        // and wake-up (crossbeam's Backoff does the same).
+        let mut step = 0u32;
         while !tw.notified.swap(false, Ordering::Acquire) {
-            thread::park();
+            if step < 7 {
+                for _ in 0..1u32 << step {
+                    std::hint::spin_loop();
+                }
+            } else if step < 10 {
+                thread::yield_now();
+            } else {
+                thread::park();
+            }
+            step += 1;
         }
     }
 }
