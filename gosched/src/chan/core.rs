@@ -211,6 +211,12 @@ impl<T> Waiter<T> {
 
     /// Single operations: the state, with `waker` registered if still waiting.
     fn poll_state(&self, waker: &Waker) -> u8 {
+        // Woken because it completed (the usual case): a final state needs no
+        // waker, so skip the Park lock.
+        let s = self.state.load(Acquire);
+        if s != WAITING {
+            return s;
+        }
         let park = self.park();
         let mut w = lock(&park.waker);
         let s = self.state.load(Acquire);
