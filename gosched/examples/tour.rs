@@ -106,14 +106,48 @@ fn main() {
         t.elapsed()
     );
 
-    // 6. A panic stays inside its goroutine and comes back as a JoinError.
+    // 6. select! over worker results, a ticker and a deadline; a WaitGroup says
+    // when the workers are done and a gosched Mutex (parks the G, not the
+    // thread) collects who finished.
+    let report = rt
+        .block_on(rt.go(|| {
+            let results = gosched::chan::<u64>(0);
+            let wg = gosched::sync::WaitGroup::new();
+            let seen = std::sync::Arc::new(gosched::sync::Mutex::new(Vec::new()));
+            for id in 0..4u64 {
+                let (results, seen) = (results.clone(), seen.clone());
+                wg.go(move || {
+                    results.send(id * id).unwrap();
+                    seen.lock().push(id);
+                });
+            }
+            let tick = gosched::time::tick(Duration::from_millis(1));
+            let (mut sum, mut got, mut ticks) = (0, 0, 0);
+            while got < 4 {
+                gosched::select! {
+                    recv(results) -> v => { sum += v.unwrap(); got += 1; }
+                    recv(tick.chan()) -> _ => ticks += 1,
+                    after(Duration::from_secs(5)) => panic!("the workers are stuck"),
+                }
+            }
+            wg.wait();
+            let done = seen.lock().len();
+            format!(
+                "6. select! took {got} results (sum of squares {sum}) between {ticks} ticks; \
+                 the WaitGroup saw {done} workers finish"
+            )
+        }))
+        .unwrap();
+    println!("{report}");
+
+    // 7. A panic stays inside its goroutine and comes back as a JoinError.
     let h = rt.go(|| -> u32 { panic!("something went wrong") });
     match rt.block_on(h) {
         Ok(_) => unreachable!(),
-        Err(e) => println!("6. the goroutine panicked, the runtime carried on: {e}"),
+        Err(e) => println!("7. the goroutine panicked, the runtime carried on: {e}"),
     }
     // ... and the runtime still works.
-    let h = rt.spawn(async { "7. still running after the panic" });
+    let h = rt.spawn(async { "8. still running after the panic" });
     println!("{}", rt.block_on(h).unwrap());
 
     // Dropping the runtime stops its threads and frees every stack.
