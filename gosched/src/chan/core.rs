@@ -421,19 +421,25 @@ impl<T> Inner<T> {
         }
     }
 
+    /// A value put back beyond the ring, if any (checked once the ring is empty).
+    fn pop_spilled(&self) -> Option<T> {
+        if self.spilled.load(Acquire) == 0 {
+            return None;
+        }
+        let mut s = self.lock();
+        let v = s.buf.pop_front();
+        self.publish(&s);
+        v
+    }
+
     /// `Ok(v)`, or `Err(closed)`.
     fn ring_recv(&self, ring: &Ring<T>) -> Result<T, bool> {
         if let Some(v) = ring.pop() {
             self.after_pop(ring);
             return Ok(v);
         }
-        if self.spilled.load(Acquire) > 0 {
-            let mut s = self.lock();
-            let v = s.buf.pop_front();
-            self.publish(&s);
-            if let Some(v) = v {
-                return Ok(v);
-            }
+        if let Some(v) = self.pop_spilled() {
+            return Ok(v);
         }
         if ring.is_marked() {
             // Closed for sending: a push that won the race with the mark may have
@@ -442,13 +448,8 @@ impl<T> Inner<T> {
                 self.after_pop(ring);
                 return Ok(v);
             }
-            if self.spilled.load(Acquire) > 0 {
-                let mut s = self.lock();
-                let v = s.buf.pop_front();
-                self.publish(&s);
-                if let Some(v) = v {
-                    return Ok(v);
-                }
+            if let Some(v) = self.pop_spilled() {
+                return Ok(v);
             }
             return Err(true);
         }
@@ -684,6 +685,38 @@ impl<T> Inner<T> {
         removed
     }
 
+    /// An abandoned receive's waiter, whatever happened to it: still queued →
+    /// unlink; a value handed over → put it back; notified → pass it on.
+    pub(super) fn release_recv(&self, w: &Waiter<T>) {
+        let mut s = self.lock();
+        if self.unpark(&mut s, w, true) {
+            return;
+        }
+        match w.state() {
+            // SAFETY: DONE, read under the lock: `w` is unqueued and ours.
+            DONE => {
+                if let Some(v) = unsafe { w.take_value() } {
+                    self.put_back(s, v);
+                }
+            }
+            NOTIFIED => {
+                drop(s);
+                self.renotify(true);
+            }
+            _ => {}
+        }
+    }
+
+    /// An abandoned send's waiter: still queued → unlink (the value was never
+    /// sent); notified → pass it on. A completed send stays sent.
+    pub(super) fn release_send(&self, w: &Waiter<T>) {
+        let mut s = self.lock();
+        if !self.unpark(&mut s, w, false) && w.state() == NOTIFIED {
+            drop(s);
+            self.renotify(false);
+        }
+    }
+
     /// A value handed to a receive that was then abandoned: give it to another
     /// live receiver, or put it back into the buffer.
     pub(super) fn put_back(&self, mut s: MutexGuard<'_, State<T>>, v: T) {
@@ -858,11 +891,7 @@ impl<T> Future for SendFut<'_, T> {
 impl<T> Drop for SendFut<'_, T> {
     fn drop(&mut self) {
         if let Some(w) = self.waiter.take() {
-            let mut s = self.inner.lock();
-            if !self.inner.unpark(&mut s, &w, false) && w.state() == NOTIFIED {
-                drop(s);
-                self.inner.renotify(false);
-            }
+            self.inner.release_send(&w);
         }
     }
 }
@@ -928,24 +957,8 @@ impl<T> Future for RecvFut<'_, T> {
 
 impl<T> Drop for RecvFut<'_, T> {
     fn drop(&mut self) {
-        let Some(w) = self.waiter.take() else { return };
-        let mut s = self.inner.lock();
-        if self.inner.unpark(&mut s, &w, true) {
-            return;
-        }
-        match w.state() {
-            DONE => {
-                // A value was handed to us but never returned: put it back.
-                // SAFETY: DONE (read under the lock) means unqueued: the slot is ours.
-                if let Some(v) = unsafe { w.take_value() } {
-                    self.inner.put_back(s, v);
-                }
-            }
-            NOTIFIED => {
-                drop(s);
-                self.inner.renotify(true);
-            }
-            _ => {}
+        if let Some(w) = self.waiter.take() {
+            self.inner.release_recv(&w);
         }
     }
 }

@@ -45,7 +45,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::core::{
-    Inner, Park, Waiter, CLOSED, DONE, NOTIFIED, SEL_CANCELLED, SEL_RETRY, SEL_WAITING, WAITING,
+    Inner, Park, Waiter, CLOSED, DONE, SEL_CANCELLED, SEL_RETRY, SEL_WAITING, WAITING,
 };
 use super::SendError;
 use crate::loom::sync::atomic::Ordering::*;
@@ -306,26 +306,10 @@ impl<T: Send> sealed::Arm for SendArm<'_, T> {
 }
 
 impl<T> RecvArm<'_, T> {
-    /// Withdraw the waiter, whatever happened to it: still queued → unlink; a
-    /// value handed over → put it back; notified → pass the notification on.
+    /// Withdraw the waiter, whatever happened to it (see `Inner::release_recv`).
     fn release(&mut self) {
         if let Some(w) = self.waiter.take() {
-            let mut s = self.inner.lock();
-            if !self.inner.unpark(&mut s, &w, true) {
-                match w.state() {
-                    // SAFETY: DONE, read under the lock: `w` is unqueued and ours.
-                    DONE => {
-                        if let Some(v) = unsafe { w.take_value() } {
-                            self.inner.put_back(s, v);
-                        }
-                    }
-                    NOTIFIED => {
-                        drop(s);
-                        self.inner.renotify(true);
-                    }
-                    _ => {}
-                }
-            }
+            self.inner.release_recv(&w);
         }
     }
 }
@@ -338,15 +322,11 @@ impl<T> Drop for RecvArm<'_, T> {
 }
 
 impl<T> SendArm<'_, T> {
-    /// Withdraw the waiter: still queued → unlink; notified → pass it on. (A
-    /// completed send stays sent; a failed one drops its value with the arm.)
+    /// Withdraw the waiter (see `Inner::release_send`); a failed send's value is
+    /// dropped with the arm.
     fn release(&mut self) {
         if let Some(w) = self.waiter.take() {
-            let mut s = self.inner.lock();
-            if !self.inner.unpark(&mut s, &w, false) && w.state() == NOTIFIED {
-                drop(s);
-                self.inner.renotify(false);
-            }
+            self.inner.release_send(&w);
         }
     }
 }
