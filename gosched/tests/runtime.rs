@@ -303,3 +303,62 @@ fn cancelled_goroutine_destructor_may_block() {
     drop(rt);
     assert_eq!(dropped.load(SeqCst), 2);
 }
+
+/// A G readied into `runnext` by a goroutine that then keeps its P busy (no
+/// runtime call, no park) still runs, on the other P: the readier's M cannot
+/// run it, so the runnext watcher (or Go's `wakep`) must send an M to steal it.
+/// Readied both ways: by a channel hand-off to a parked receiver (`try_send` on
+/// a cap-0 channel succeeds only then) and by `go`. Without that M the readier
+/// would spin to its deadline and the assertion says what went wrong.
+#[test]
+fn readied_goroutine_runs_while_its_readier_keeps_the_p() {
+    use std::sync::atomic::AtomicBool;
+    use std::time::Instant;
+    let rt = rt(2);
+    for round in 0..200 {
+        let by_send = round % 2 == 0;
+        let ran = Arc::new(AtomicBool::new(false));
+        let tx = gosched::chan::<()>(0);
+        let rx = tx.clone();
+        let flag = ran.clone();
+        let receiver = rt.go(move || {
+            rx.recv().expect("sender closed early");
+            if by_send {
+                flag.store(true, SeqCst);
+            }
+        });
+        let readier = rt.go(move || {
+            // Give the other M time to run out of work and park, so that no
+            // spinning M is around to notice the readied G by chance (the
+            // assertion holds either way; this only picks the harder case).
+            let settle = Instant::now() + Duration::from_millis(2);
+            while Instant::now() < settle {
+                std::hint::spin_loop();
+            }
+            if by_send {
+                // Wait until the receiver is parked, then ready it.
+                while tx.try_send(()).is_err() {
+                    gosched::yield_now();
+                }
+            } else {
+                // A new G goes to this P's runnext, like a readied one.
+                let flag = ran.clone();
+                gosched::go(move || flag.store(true, SeqCst));
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !ran.load(SeqCst) {
+                assert!(
+                    Instant::now() < deadline,
+                    "round {round}: a goroutine readied into runnext never ran while its \
+                     readier kept the P busy"
+                );
+                std::hint::spin_loop();
+            }
+            if !by_send {
+                tx.send(()).expect("receiver is alive");
+            }
+        });
+        rt.block_on(readier).unwrap();
+        rt.block_on(receiver).unwrap();
+    }
+}

@@ -24,6 +24,39 @@
 //! and spins again. Either the submitter sees `nmspinning == 0` and wakes an M, or
 //! the M's re-check sees the work: no wake-up is lost.
 //!
+//! **Where we differ from Go: `runnext` readies.** Go calls `wakep` after every
+//! `ready`. But a G readied into `runnext` is most often readied by a G that is
+//! about to block (a channel hand-off), and the M then runs it at once: the woken
+//! M finds nothing, and its futex wake and wasted spin cost the readier ~40% in a
+//! ping-pong. So a put into an *empty* `runnext` wakes nobody while the *runnext
+//! watcher* (below) is on duty (`Shared::wakep_after_runqput`); a put that
+//! displaces a G into the ring, and every other submission, is Go's.
+//!
+//! A thief takes a running P's `runnext` only if, after the 3 µs wait, `runnext`
+//! still holds the G it saw *and* the victim's `execs` (polls started) did not
+//! move, i.e. the victim has been in one poll the whole time. Go re-checks only
+//! the pointer, which in a ping-pong steals the partner readied a moment later.
+//! Such a steal also puts the victim in its *eager* phase (`Processor::eager`):
+//! its next 64 readies wake an M as Go does, because its Gs evidently keep running
+//! after they ready others (a producer feeding a consumer).
+//!
+//! # The runnext watcher
+//!
+//! One idle M at a time (while some P runs and some P is idle) parks with a
+//! `WATCH_PERIOD` timeout instead of on the idle list. Each time it wakes it looks
+//! at every running P's (`runnext`, `execs`); if a P shows the same non-null pair
+//! twice in a row, a G readied there has waited a whole period behind a poll that
+//! goes on: the watcher takes an idle P and becomes a spinning M, whose last steal
+//! round takes that G. So a readied G waits at most about two periods even if the
+//! readier never blocks (`tests/runtime.rs`,
+//! `readied_goroutine_runs_while_its_readier_keeps_the_p`). `startm` uses the
+//! watcher like an idle M when the idle list is empty (no extra thread). The role
+//! is a latency bound, not a lost-wake-up protocol: the G is runnable and visible
+//! in `runnext` all along, and the readier's M runs it when its poll returns. With
+//! every P busy or every P idle nobody watches (nothing to gain, nothing to
+//! watch), so an idle runtime still uses no CPU. sysmon (its own issue) takes
+//! this duty over with its other P checks.
+//!
 //! # Parking and timers
 //!
 //! Idle Ms park on their `Parker` (`park.rs`) in the idle-M list; `startm` pops
@@ -63,6 +96,9 @@ const STEAL_ROUNDS: usize = 4;
 /// How long a thief waits before taking a running victim's `runnext` (Go: ~3 µs):
 /// the victim most likely just readied that G and is about to block.
 const RUNNEXT_STEAL_DELAY: Duration = Duration::from_micros(3);
+/// How often the runnext watcher looks at the Ps (a G readied into `runnext`
+/// behind a poll that goes on is stolen within two periods).
+const WATCH_PERIOD: Duration = Duration::from_micros(50);
 const NO_P: usize = usize::MAX;
 
 pub(crate) struct Machine {
@@ -210,6 +246,9 @@ impl MachineCtx {
             p.schedtick
                 .store(p.schedtick.load(Relaxed).wrapping_add(1), Relaxed);
         }
+        // Owner-only write; thieves compare it across their `runnext` wait.
+        p.execs
+            .store(p.execs.load(Relaxed).wrapping_add(1), Release);
         p.status.store(status::USER);
         self.in_poll.set(true);
         let (polled, again) = task.run();
@@ -415,15 +454,33 @@ impl MachineCtx {
                     // SAFETY: ring items are owned task references.
                     return Some(unsafe { Task::from_raw(t) });
                 }
-                if last && !v.runnext.load(Acquire).is_null() {
+                let next = if last {
+                    v.runnext.load(Acquire)
+                } else {
+                    ptr::null_mut()
+                };
+                if !next.is_null() {
                     if matches!(v.status.load(), status::USER | status::RUNNING) {
-                        // Let the victim run what it just readied, most likely.
+                        // The victim most likely readied that G and is about to
+                        // block: let it run it. Steal only if the victim stayed in
+                        // one poll for the whole wait and `runnext` still holds the
+                        // G we saw. (Go re-checks only the pointer, so in a
+                        // ping-pong it steals the partner readied a moment later.)
+                        let execs = v.execs.load(Acquire);
                         let until = Instant::now() + RUNNEXT_STEAL_DELAY;
                         while Instant::now() < until {
                             std::hint::spin_loop();
                         }
+                        if v.execs.load(Acquire) != execs {
+                            continue;
+                        }
+                        if let Some(t) = v.steal_runnext(next) {
+                            v.runnext_was_stuck();
+                            return Some(t);
+                        }
+                        continue;
                     }
-                    if let Some(t) = v.steal_runnext() {
+                    if let Some(t) = v.steal_runnext(next) {
                         return Some(t);
                     }
                 }
@@ -465,6 +522,9 @@ impl MachineCtx {
                 return;
             }
         }
+        if self.try_watch() {
+            return;
+        }
         if !shared.midleput(self.m.clone()) {
             return; // shutting down
         }
@@ -482,6 +542,98 @@ impl MachineCtx {
             if shared.shutdown.load(Acquire) {
                 return;
             }
+        }
+    }
+
+    /// Become the runnext watcher, if nobody is, some P runs and some P is idle,
+    /// and watch (see "The runnext watcher"). True if we come back holding a P:
+    /// one `startm` handed us, or an idle one we took to go steal a stuck
+    /// `runnext` (then we are spinning). False: the caller parks on the idle list.
+    fn try_watch(&self) -> bool {
+        let shared = &*self.shared;
+        let n = shared.procs.len();
+        let useful = || {
+            let idle = shared.npidle.load(SeqCst);
+            idle != 0 && idle != n && !shared.shutdown.load(Acquire)
+        };
+        if n == 1 || !useful() {
+            return false;
+        }
+        {
+            let mut w = lock(&shared.watcher);
+            if w.is_some() {
+                return false;
+            }
+            *w = Some(self.m.clone());
+            shared.watching.store(true, SeqCst);
+        }
+        // What each P had in `runnext` at the last look, and its poll count.
+        let mut seen: Vec<(*mut super::task::Header, u32)> = vec![(ptr::null_mut(), 0); n];
+        let steal = loop {
+            self.m.parker.wait_timeout(WATCH_PERIOD);
+            if self.m.nextp.load(Acquire) != NO_P || !useful() {
+                break false;
+            }
+            let mut stuck = false;
+            for (q, last) in shared.procs.iter().zip(seen.iter_mut()) {
+                let now = (q.runnext.load(Acquire), q.execs.load(Acquire));
+                if !now.0.is_null()
+                    && now == *last
+                    && matches!(q.status.load(), status::USER | status::RUNNING)
+                {
+                    stuck = true;
+                }
+                *last = now;
+            }
+            if stuck {
+                break true;
+            }
+        };
+        // Leave the role, unless `startm` took us out of it to hand us a P.
+        let taken = {
+            let mut w = lock(&shared.watcher);
+            if w.as_ref().is_some_and(|m| Arc::ptr_eq(m, &self.m)) {
+                shared.watching.store(false, SeqCst);
+                *w = None;
+                false
+            } else {
+                true
+            }
+        };
+        if taken {
+            loop {
+                let p = self.m.nextp.swap(NO_P, Acquire);
+                if p != NO_P {
+                    self.p.set(Some(p));
+                    self.spinning.set(self.m.next_spinning.load(Relaxed));
+                    return true;
+                }
+                if !self.m.parker.wait(|| shared.shutdown.load(Acquire)) {
+                    return false;
+                }
+            }
+        }
+        // Nobody but shutdown (re-checked by the caller) owes us a wake: drop a
+        // stale token so that it cannot cut a later park short.
+        self.m.parker.reset();
+        if !steal {
+            return false;
+        }
+        // A G has waited in a running P's `runnext` for a whole period: take an
+        // idle P and go steal it as a spinning M (the last steal round takes it,
+        // the victim being still in the same poll).
+        let got = {
+            let mut s = shared.lock_sched();
+            shared.pidleget(&mut s)
+        };
+        match got {
+            Some(p) => {
+                self.p.set(Some(p));
+                self.spinning.set(true);
+                shared.nmspinning.fetch_add(1, SeqCst);
+                true
+            }
+            None => false,
         }
     }
 

@@ -64,6 +64,10 @@ pub(crate) struct Shared {
     /// it is computing (see `machine.rs`).
     pub(crate) sleeper_until: AtomicU64,
     pub(crate) sleeper: Mutex<Option<Arc<Machine>>>,
+    /// The runnext watcher (see "The runnext watcher" in `machine.rs`): `watching`
+    /// is true while an M holds the role, `watcher` is that M (for shutdown).
+    pub(crate) watching: AtomicBool,
+    pub(crate) watcher: Mutex<Option<Arc<Machine>>>,
     pub(crate) shutdown: AtomicBool,
     /// Fallback task ids for P-less spawns, and the source of P batches.
     next_id: AtomicU64,
@@ -110,6 +114,8 @@ impl Shared {
             global_timers: Timers::new(),
             sleeper_until: AtomicU64::new(0),
             sleeper: Mutex::new(None),
+            watching: AtomicBool::new(false),
+            watcher: Mutex::new(None),
             shutdown: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             pless_spawned: AtomicU64::new(0),
@@ -154,8 +160,8 @@ impl Shared {
                 let id = l.id_next;
                 l.id_next += 1;
                 let (task, handle) = task::new_task(make(id), id, self.clone());
-                p.runqput(task, true, |batch| self.global_push_batch(batch));
-                Err(handle)
+                let lazy = p.runqput(task, true, |batch| self.global_push_batch(batch));
+                Err((handle, lazy))
             },
             None => {
                 self.pless_spawned.fetch_add(1, Relaxed);
@@ -163,17 +169,19 @@ impl Shared {
                 Ok(task::new_task(make(id), id, self.clone()))
             }
         });
-        let handle = match rest {
-            Err(handle) => handle,
+        match rest {
+            Err((handle, lazy)) => {
+                self.wakep_after_runqput(lazy);
+                handle
+            }
             Ok((task, handle)) => {
                 // P-less: the global queue (closed after shutdown: it cancels the
                 // task at once).
                 self.global_push(task);
+                self.wakep_if_idle();
                 handle
             }
-        };
-        self.wakep_if_idle();
-        handle
+        }
     }
 
     /// Count a completed task (for `num_goroutine`).
@@ -211,20 +219,44 @@ impl Shared {
     pub(crate) fn schedule(&self, task: Task, yielded: bool) {
         if yielded {
             self.global_push(task);
-        } else {
-            let rest = with_current_p(self, |p| match p {
-                Some(p) => {
-                    // SAFETY: owner of `p` (RUNNING).
-                    unsafe { p.runqput(task, true, |batch| self.global_push_batch(batch)) };
-                    None
-                }
-                None => Some(task),
-            });
-            if let Some(t) = rest {
+            self.wakep_if_idle();
+            return;
+        }
+        let put = with_current_p(self, |p| match p {
+            // SAFETY: owner of `p` (RUNNING).
+            Some(p) => Ok(unsafe { p.runqput(task, true, |batch| self.global_push_batch(batch)) }),
+            None => Err(task),
+        });
+        match put {
+            Ok(lazy) => self.wakep_after_runqput(lazy),
+            Err(t) => {
                 self.global_push(t);
+                self.wakep_if_idle();
             }
         }
-        self.wakep_if_idle();
+    }
+
+    /// After a `runqput(next = true)` on the current P. `lazy`: the task went
+    /// into an empty `runnext` and the P is not in its eager phase. Then, while an
+    /// M watches (`machine.rs`, "The runnext watcher"), nobody is woken: this M
+    /// runs the task as soon as the current poll returns (in a channel hand-off,
+    /// at once), and if the poll goes on, the watcher sends an M to steal it.
+    /// Otherwise, Go's `wakep`.
+    #[inline]
+    fn wakep_after_runqput(&self, lazy: bool) {
+        if lazy && self.watching.load(Relaxed) {
+            return;
+        }
+        if lazy && cfg!(all(target_arch = "x86_64", not(loom))) {
+            // The task was published by the `runnext` swap, on x86-64 a locked
+            // instruction and so a full barrier: only the compiler must not
+            // hoist the loads above it (an `mfence` here measurably slows every
+            // wake-up).
+            std::sync::atomic::compiler_fence(SeqCst);
+            self.wakep_if_idle_fenced();
+        } else {
+            self.wakep_if_idle();
+        }
     }
 
     /// The submitter's half of the lost-wake-up protocol: work is published (above),
@@ -232,6 +264,13 @@ impl Shared {
     #[inline]
     pub(crate) fn wakep_if_idle(&self) {
         fence(SeqCst);
+        self.wakep_if_idle_fenced();
+    }
+
+    /// `wakep_if_idle` for a caller that has already ordered its publication
+    /// before these loads.
+    #[inline]
+    fn wakep_if_idle_fenced(&self) {
         if self.npidle.load(Relaxed) != 0 && self.nmspinning.load(Relaxed) == 0 {
             self.wakep();
         }
@@ -376,7 +415,15 @@ impl Shared {
 
     /// Run P `p` on an idle M, or a new one.
     fn startm(&self, p: usize, spinning: bool) {
-        let m = lock(&self.sched).idle_ms.pop();
+        let m = lock(&self.sched).idle_ms.pop().or_else(|| {
+            // The runnext watcher is idle too: use it rather than a new thread.
+            let mut w = lock(&self.watcher);
+            let m = w.take();
+            if m.is_some() {
+                self.watching.store(false, SeqCst);
+            }
+            m
+        });
         match m {
             Some(m) => m.start(p, spinning),
             None => machine::newm(self.arc(), p, spinning),
@@ -431,6 +478,9 @@ impl Shared {
             m.parker.wake();
         }
         if let Some(m) = &*lock(&self.sleeper) {
+            m.parker.wake();
+        }
+        if let Some(m) = &*lock(&self.watcher) {
             m.parker.wake();
         }
     }

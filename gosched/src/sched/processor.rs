@@ -11,6 +11,12 @@
 //! - `runq` head and `runnext` may be taken by any M (stealing), by CAS.
 //! - `timers` has its own lock; any M may run a P's due timers.
 //! - `schedtick` is written by the owner, read by anyone (sysmon, schedtrace).
+//! - `execs` (polls started, runnext ones included) is written by the owner and
+//!   read by thieves: a thief takes a running P's `runnext` only if `execs` did
+//!   not move during its wait, i.e. the victim has been stuck in one poll.
+//! - `eager` is set by a thief that found `runnext` stuck that way, and counted
+//!   down by the owner (see `Shared::wakep_after_runqput`); a lost update only
+//!   changes how soon the P goes back to not waking anyone for `runnext`.
 
 use std::ptr::{self, NonNull};
 
@@ -28,6 +34,8 @@ pub(crate) struct Processor {
     pub(crate) runq: RunQueue<Header>,
     pub(crate) runnext: AtomicPtr<Header>,
     pub(crate) schedtick: AtomicU32,
+    pub(crate) execs: AtomicU32,
+    pub(crate) eager: AtomicU32,
     /// Tasks spawned on this P (written by the owner only) and completed on it
     /// (any M that held it): `num_goroutine` is the difference of the sums.
     pub(crate) spawned: AtomicU64,
@@ -50,6 +58,9 @@ unsafe impl Sync for Processor {}
 // SAFETY: as above; the contents are `Send`.
 unsafe impl Send for Processor {}
 
+/// How many readies after a stuck `runnext` was stolen wake an M at once.
+const EAGER_READIES: u32 = 64;
+
 /// Task ids are handed to Ps in batches, as Go's goidcache (16 per refill).
 pub(crate) const ID_BATCH: u64 = 16;
 
@@ -61,6 +72,8 @@ impl Processor {
             runq: RunQueue::new(),
             runnext: AtomicPtr::new(ptr::null_mut()),
             schedtick: AtomicU32::new(0),
+            execs: AtomicU32::new(0),
+            eager: AtomicU32::new(0),
             spawned: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             timers: Timers::new(),
@@ -87,6 +100,10 @@ impl Processor {
     /// Owner: put a readied task in `runnext` (Go's `runqput(next=true)`); the task
     /// it displaces goes to the ring's tail. Overflow goes to `global`.
     ///
+    /// Returns true if the task went into an empty `runnext` (so the publication
+    /// was the `swap` alone, a read-modify-write) and this P is not in its eager
+    /// phase: see `Shared::wakep_after_runqput`.
+    ///
     /// # Safety
     /// Owner only (status RUNNING, on the owning M).
     pub(crate) unsafe fn runqput(
@@ -94,17 +111,37 @@ impl Processor {
         task: Task,
         next: bool,
         global: impl FnOnce(Vec<NonNull<Header>>),
-    ) {
+    ) -> bool {
         let mut ptr = task.into_raw();
         if next {
             let old = self.runnext.swap(ptr.as_ptr(), AcqRel);
             match NonNull::new(old) {
-                None => return,
+                None => return self.lazy_wake(),
                 Some(old) => ptr = old,
             }
         }
         // SAFETY: owner.
         unsafe { self.runq.push_back(ptr, global) };
+        false
+    }
+
+    /// Owner, after a put into an empty `runnext`: may the wake-up be skipped
+    /// (true), or has a thief lately found this P's `runnext` stuck behind a long
+    /// poll, so that readied Gs should get an M at once for a while (false)?
+    #[inline]
+    fn lazy_wake(&self) -> bool {
+        let e = self.eager.load(Relaxed);
+        if e == 0 {
+            return true;
+        }
+        self.eager.store(e - 1, Relaxed);
+        false
+    }
+
+    /// A thief took this P's `runnext` after finding it stuck behind a poll:
+    /// wake an M at once for the next `EAGER_READIES` readies.
+    pub(crate) fn runnext_was_stuck(&self) {
+        self.eager.store(EAGER_READIES, Relaxed);
     }
 
     /// Owner: next task to run and whether it inherits the time slice (it came
@@ -130,9 +167,9 @@ impl Processor {
         unsafe { self.runq.pop() }.map(|p| (unsafe { Task::from_raw(p) }, false))
     }
 
-    /// Any M: take this P's `runnext` (only in the last steal round).
-    pub(crate) fn steal_runnext(&self) -> Option<Task> {
-        let next = self.runnext.load(Acquire);
+    /// Any M: take this P's `runnext` if it still holds `next` (a thief that
+    /// waited passes what it saw before waiting; `drain` passes the current value).
+    pub(crate) fn steal_runnext(&self, next: *mut Header) -> Option<Task> {
         if next.is_null() {
             return None;
         }
@@ -151,7 +188,7 @@ impl Processor {
     /// Shutdown: take every queued task (no M runs any more).
     pub(crate) fn drain(&self) -> Vec<Task> {
         let mut out = Vec::new();
-        if let Some(t) = self.steal_runnext() {
+        if let Some(t) = self.steal_runnext(self.runnext.load(Acquire)) {
             out.push(t);
         }
         // SAFETY: called after every M has exited, so this thread is the only owner.
