@@ -3,6 +3,9 @@
 
 use std::time::{Duration, Instant};
 
+/// The tests measure process CPU time: run them one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn rt(procs: usize) -> gosched::Runtime {
     gosched::Builder::new().procs(procs).build().unwrap()
 }
@@ -11,6 +14,7 @@ fn rt(procs: usize) -> gosched::Runtime {
 /// until the deadline instead of polling.
 #[test]
 fn idle_runtime_uses_no_cpu() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let rt = rt(2);
     // Warm up the Ms.
     rt.block_on(rt.go(|| ())).unwrap();
@@ -44,4 +48,31 @@ fn libc_timespec() -> Ts {
 }
 extern "C" {
     fn clock_gettime(clk: i32, ts: *mut Ts) -> i32;
+}
+
+/// With one P busy in a long poll and the other idle, the idle side costs little:
+/// the runnext watcher, with nothing in any `runnext`, looks once a millisecond. The process uses
+/// about one core (the hog) plus the watcher's share.
+#[test]
+fn watcher_beside_one_busy_p_is_cheap() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = rt(2);
+    rt.block_on(rt.go(|| ())).unwrap();
+    let before = process_cpu();
+    let t = Instant::now();
+    rt.block_on(rt.go(|| {
+        let until = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
+    }))
+    .unwrap();
+    let wall = t.elapsed();
+    let extra = (process_cpu() - before).saturating_sub(wall);
+    eprintln!("watcher: {extra:?} CPU beyond the hog in {wall:?}");
+    // Generous bound: a spinning idle M would add ~500 ms.
+    assert!(
+        extra < wall / 10,
+        "the idle side burned {extra:?} CPU beside a {wall:?} hog"
+    );
 }

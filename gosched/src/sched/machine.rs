@@ -43,12 +43,13 @@
 //! # The runnext watcher
 //!
 //! One idle M at a time (while some P runs and some P is idle) parks with a
-//! `WATCH_PERIOD` timeout instead of on the idle list. Each time it wakes it looks
+//! `WATCH_PERIOD` (50 µs) timeout instead of on the idle list, backing off to
+//! 1 ms while no running P has anything in `runnext`. Each time it wakes it looks
 //! at every running P's (`runnext`, `execs`); if a P shows the same non-null pair
 //! twice in a row, a G readied there has waited a whole period behind a poll that
 //! goes on: the watcher takes an idle P and becomes a spinning M, whose last steal
-//! round takes that G. So a readied G waits at most about two periods even if the
-//! readier never blocks (`tests/runtime.rs`,
+//! round takes that G. So a readied G waits about two periods (at most ~1 ms
+//! after a quiet spell) even if the readier never blocks (`tests/runtime.rs`,
 //! `readied_goroutine_runs_while_its_readier_keeps_the_p`). `startm` uses the
 //! watcher like an idle M when the idle list is empty (no extra thread). The role
 //! is a latency bound, not a lost-wake-up protocol: the G is runnable and visible
@@ -99,6 +100,8 @@ const RUNNEXT_STEAL_DELAY: Duration = Duration::from_micros(3);
 /// How often the runnext watcher looks at the Ps (a G readied into `runnext`
 /// behind a poll that goes on is stolen within two periods).
 const WATCH_PERIOD: Duration = Duration::from_micros(50);
+/// The watcher's period while no running P has anything in `runnext`.
+const WATCH_PERIOD_MAX: Duration = Duration::from_millis(1);
 const NO_P: usize = usize::MAX;
 
 pub(crate) struct Machine {
@@ -569,25 +572,31 @@ impl MachineCtx {
         }
         // What each P had in `runnext` at the last look, and its poll count.
         let mut seen: Vec<(*mut super::task::Header, u32)> = vec![(ptr::null_mut(), 0); n];
+        let mut period = WATCH_PERIOD;
         let steal = loop {
-            self.m.parker.wait_timeout(WATCH_PERIOD);
+            self.m.parker.wait_timeout(period);
             if self.m.nextp.load(Acquire) != NO_P || !useful() {
                 break false;
             }
-            let mut stuck = false;
+            let (mut stuck, mut pending) = (false, false);
             for (q, last) in shared.procs.iter().zip(seen.iter_mut()) {
                 let now = (q.runnext.load(Acquire), q.execs.load(Acquire));
-                if !now.0.is_null()
-                    && now == *last
-                    && matches!(q.status.load(), status::USER | status::RUNNING)
-                {
-                    stuck = true;
+                if !now.0.is_null() && matches!(q.status.load(), status::USER | status::RUNNING) {
+                    pending = true;
+                    stuck |= now == *last;
                 }
                 *last = now;
             }
             if stuck {
                 break true;
             }
+            // Look often while Gs pass through `runnext`; back off to
+            // `WATCH_PERIOD_MAX` while none does (a lone hog costs ~nothing).
+            period = if pending {
+                WATCH_PERIOD
+            } else {
+                (period * 2).min(WATCH_PERIOD_MAX)
+            };
         };
         // Leave the role, unless `startm` took us out of it to hand us a P.
         let taken = {
