@@ -21,9 +21,12 @@
 //! caveat.
 
 #![warn(missing_debug_implementations, rust_2018_idioms)]
-#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 mod loom;
+mod park;
+#[cfg(not(loom))]
+mod stack;
 
 #[cfg(not(loom))]
 pub mod chan;
@@ -115,7 +118,7 @@ where
 pub fn yield_now() {
     if coro::in_goroutine() {
         coro::yield_goroutine();
-    } else if sched::in_async_task() {
+    } else if coro::in_async_task() {
         panic!(
             "gosched::yield_now called from an async task: use gosched::task::yield_now().await"
         );

@@ -55,12 +55,12 @@ pub(crate) mod cell {
 
 #[cfg(not(loom))]
 pub(crate) mod thread {
-    pub(crate) use std::thread::{current, park, park_timeout, Thread};
+    pub(crate) use std::thread::{current, park, park_timeout, yield_now, Thread};
 }
 
 #[cfg(loom)]
 pub(crate) mod thread {
-    pub(crate) use loom::thread::{current, park, Thread};
+    pub(crate) use loom::thread::{current, park, yield_now, Thread};
     /// loom does not model time: a timed park is an untimed one there.
     pub(crate) fn park_timeout(_: std::time::Duration) {
         park()

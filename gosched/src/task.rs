@@ -12,7 +12,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    crate::sched::with_current(|shared| shared.spawn_with_id(|_| fut))
+    crate::sched::context::with_current(|shared| shared.spawn_with_id(|_| fut))
 }
 
 /// Let other tasks run: the task goes to the global run queue (Go's `Gosched`)
@@ -36,7 +36,7 @@ impl Future for YieldNow {
             return Poll::Ready(());
         }
         self.yielded = true;
-        crate::sched::mark_yield();
+        crate::sched::context::mark_yield();
         cx.waker().wake_by_ref();
         Poll::Pending
     }

@@ -693,8 +693,8 @@ impl<T> Inner<T> {
             return;
         }
         match w.state() {
-            // SAFETY: DONE, read under the lock: `w` is unqueued and ours.
             DONE => {
+                // SAFETY: DONE, read under the lock: `w` is unqueued and ours.
                 if let Some(v) = unsafe { w.take_value() } {
                     self.put_back(s, v);
                 }
@@ -842,9 +842,9 @@ impl<T> Future for SendFut<'_, T> {
                     return Poll::Pending;
                 }
                 DONE => return Poll::Ready(Ok(())),
-                // SAFETY: a final state observed with Acquire: `w` is unqueued and
-                // the slot is ours.
                 CLOSED => {
+                    // SAFETY: a final state observed with Acquire: `w` is unqueued
+                    // and the slot is ours.
                     let v = unsafe { w.take_value() }.expect("closed sender gets its value back");
                     return Poll::Ready(Err(SendError(v)));
                 }

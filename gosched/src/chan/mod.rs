@@ -170,7 +170,7 @@ macro_rules! send_methods {
         pub fn send_timeout(&self, value: T, timeout: Duration) -> Result<(), SendTimeoutError<T>> {
             let deadline = Instant::now() + timeout;
             let mut fut = std::pin::pin!(self.send_async(value));
-            let mut sleep = std::pin::pin!(crate::time::sleep_until(deadline));
+            let mut sleep = std::pin::pin!(crate::sched::timers::sleep_until(deadline));
             crate::block_on(std::future::poll_fn(|cx| {
                 if let Poll::Ready(r) = fut.as_mut().poll(cx) {
                     return Poll::Ready(r.map_err(|SendError(v)| SendTimeoutError::Closed(v)));
@@ -232,7 +232,7 @@ macro_rules! recv_methods {
         pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
             let deadline = Instant::now() + timeout;
             let mut fut = std::pin::pin!(self.recv_async());
-            let mut sleep = std::pin::pin!(crate::time::sleep_until(deadline));
+            let mut sleep = std::pin::pin!(crate::sched::timers::sleep_until(deadline));
             crate::block_on(std::future::poll_fn(|cx| {
                 if let Poll::Ready(r) = fut.as_mut().poll(cx) {
                     return Poll::Ready(r.ok_or(RecvTimeoutError::Closed));

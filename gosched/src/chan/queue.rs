@@ -96,6 +96,7 @@ impl<T> WaitQueue<T> {
             if f(w) {
                 return true;
             }
+            // SAFETY: as above, under the channel lock.
             p = w.links.with(|l| unsafe { (*l).next });
         }
         false

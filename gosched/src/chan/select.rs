@@ -361,7 +361,7 @@ pub struct SelectFut<'s, 'a> {
     arms: &'s mut [&'a mut dyn SelectArm],
     default: bool,
     #[cfg(not(loom))]
-    sleep: Option<crate::time::Sleep>,
+    sleep: Option<crate::sched::timers::Sleep>,
     park: Option<Arc<Park>>,
 }
 
@@ -380,7 +380,7 @@ impl<'s, 'a> SelectFut<'s, 'a> {
     /// Give up at `deadline` with [`Selected::Timeout`] (the `after` case).
     #[cfg(not(loom))]
     pub fn deadline(mut self, deadline: Instant) -> Self {
-        self.sleep = Some(crate::time::sleep_until(deadline));
+        self.sleep = Some(crate::sched::timers::sleep_until(deadline));
         self
     }
 

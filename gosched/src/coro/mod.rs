@@ -44,9 +44,6 @@
 //! another thread's value. Do not hold thread-local references (or `!Send` values
 //! tied to a thread) across blocking calls inside a goroutine.
 
-pub(crate) mod overflow;
-pub(crate) mod stack;
-
 use std::cell::Cell;
 use std::future::Future;
 use std::marker::PhantomPinned;
@@ -58,14 +55,11 @@ use std::task::{Context, Poll, Waker};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use crate::loom::sync::Arc;
-use crate::sched::{self, task::JoinHandle, Shared};
-use overflow::CurrentGoroutine;
-use stack::Stack;
-pub use stack::StackError;
-
-/// Default goroutine stack size: 256 KiB of reserved address space; only touched
-/// pages cost memory (see the module docs).
-pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
+use crate::sched::context::{self, with_current, with_current_and_p};
+use crate::sched::{task::JoinError, task::JoinHandle, Shared};
+use crate::stack::overflow::{self, CurrentGoroutine};
+use crate::stack::{self, Stack};
+pub use crate::stack::{StackError, DEFAULT_STACK_SIZE};
 
 struct GoroutineCtx {
     yielder: Cell<*const Yielder<(), ()>>,
@@ -101,21 +95,26 @@ pub(crate) fn on_goroutine_stack() -> bool {
     !current().is_null()
 }
 
+/// True inside the poll of an async task (not a goroutine) on one of our Ms.
+pub(crate) fn in_async_task() -> bool {
+    context::in_poll() && !on_goroutine_stack()
+}
+
 /// Installs a goroutine as the thread's current one for the duration of a resume.
-struct Enter {
+struct ResumeGuard {
     prev: *const GoroutineCtx,
 }
 
-impl Enter {
+impl ResumeGuard {
     fn new(g: &GoroutineCtx) -> Self {
         overflow::set_current(&g.info);
-        Enter {
+        ResumeGuard {
             prev: CURRENT.with(|c| c.replace(g)),
         }
     }
 }
 
-impl Drop for Enter {
+impl Drop for ResumeGuard {
     fn drop(&mut self) {
         CURRENT.with(|c| c.set(self.prev));
         // SAFETY: `prev` is null or an outer goroutine context still alive below us
@@ -197,9 +196,9 @@ where
         this.ctx
             .cx
             .set((cx as *mut Context<'_>).cast::<Context<'static>>());
-        let enter = Enter::new(&this.ctx);
+        let resume = ResumeGuard::new(&this.ctx);
         let res = this.co.as_mut().expect("coroutine").resume(());
-        drop(enter);
+        drop(resume);
         match res {
             CoroutineResult::Yield(()) => Poll::Pending,
             CoroutineResult::Return(v) => {
@@ -224,7 +223,7 @@ impl<F, T> Drop for Goroutine<F, T> {
                 .cx
                 .set((&mut noop as *mut Context<'_>).cast::<Context<'static>>());
             self.ctx.unwinding.set(true);
-            let _enter = Enter::new(&self.ctx);
+            let _resume = ResumeGuard::new(&self.ctx);
             co.force_unwind();
         }
         release_stack(co.into_stack());
@@ -232,7 +231,7 @@ impl<F, T> Drop for Goroutine<F, T> {
 }
 
 fn acquire_stack(size: usize) -> Result<Stack, StackError> {
-    sched::with_current_and_p(|shared, p| match p {
+    with_current_and_p(|shared, p| match p {
         // SAFETY: `with_current_and_p` hands us our own P in RUNNING.
         Some(p) => unsafe { p.local().stacks.get(&shared.stacks, size) },
         None => shared.stacks.alloc(size),
@@ -240,7 +239,7 @@ fn acquire_stack(size: usize) -> Result<Stack, StackError> {
 }
 
 fn release_stack(stack: Stack) {
-    sched::with_current_and_p(|shared, p| match p {
+    with_current_and_p(|shared, p| match p {
         // SAFETY: as above.
         Some(p) => unsafe { p.local().stacks.put(&shared.stacks, stack) },
         None => shared.stacks.free(stack),
@@ -276,7 +275,7 @@ pub(crate) fn block_on_goroutine<Fut: Future>(fut: Fut) -> Fut::Output {
 pub(crate) fn yield_goroutine() {
     // SAFETY: non-null (caller checked) and valid while we run.
     let g = unsafe { &*current() };
-    sched::mark_yield();
+    context::mark_yield();
     // SAFETY: the resuming poll's `Context` is alive.
     unsafe { &*g.cx.get() }.waker().wake_by_ref();
     suspend(g);
@@ -357,7 +356,7 @@ impl Go {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        sched::with_current(|shared| self.spawn_on(shared, f))
+        with_current(|shared| self.spawn_on(shared, f))
     }
 
     pub(crate) fn spawn_on<F, T>(
@@ -391,12 +390,23 @@ impl Go {
 pub fn block_on<Fut: Future>(fut: Fut) -> Fut::Output {
     if in_goroutine() {
         block_on_goroutine(fut)
-    } else if sched::in_async_task() {
+    } else if in_async_task() {
         panic!(
             "gosched::block_on called from inside an async task; that would block the \
              scheduler thread. Use `.await` instead."
         )
     } else {
-        crate::runtime::block_on_thread(fut)
+        crate::park::block_on_thread(fut)
+    }
+}
+
+impl<T> JoinHandle<T> {
+    /// Wait for the result, blocking the calling goroutine (only the G parks, the
+    /// M runs other work) or, outside the runtime, the calling thread.
+    ///
+    /// # Panics
+    /// When called from inside an async task (use `.await` there).
+    pub fn join(self) -> Result<T, JoinError> {
+        block_on(self)
     }
 }

@@ -8,19 +8,15 @@
 //! returns their stacks.
 
 use std::future::Future;
-use std::pin::pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc as StdArc;
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
 use crate::coro::{self, Go, SpawnError};
 use crate::loom::sync::Arc;
-use crate::sched::{self, task::JoinHandle, Config, EnterGuard, Shared, GLOBAL};
+use crate::sched::config::{default_procs, Config};
+use crate::sched::context::{self, EnterGuard};
+use crate::sched::{task::JoinHandle, Shared};
 
-/// Go's default thread limit.
-pub const DEFAULT_MAX_THREADS: usize = 10_000;
+pub use crate::sched::config::DEFAULT_MAX_THREADS;
 
 /// Configures and builds a [`Runtime`].
 ///
@@ -47,7 +43,7 @@ impl Builder {
     pub fn new() -> Self {
         Builder {
             procs: None,
-            stack_size: coro::DEFAULT_STACK_SIZE,
+            stack_size: crate::stack::DEFAULT_STACK_SIZE,
             max_threads: DEFAULT_MAX_THREADS,
             name: "gosched".into(),
         }
@@ -81,9 +77,8 @@ impl Builder {
 
     pub fn build(self) -> std::io::Result<Runtime> {
         let procs = self.procs.unwrap_or_else(default_procs);
-        crate::coro::stack::round_size(self.stack_size)
+        crate::stack::round_size(self.stack_size)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-        crate::coro::overflow::install_overflow_handler();
         Ok(Runtime {
             shared: Shared::new(Config {
                 procs,
@@ -94,14 +89,6 @@ impl Builder {
             stopped: false,
         })
     }
-}
-
-fn default_procs() -> usize {
-    std::env::var("GOSCHED_MAXPROCS")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or_else(|| thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// A gosched runtime: Ps, Ms, queues, timers and stacks.
@@ -189,7 +176,7 @@ impl Drop for Runtime {
 }
 
 fn shutdown(shared: &Arc<Shared>, timeout: Option<Duration>) -> bool {
-    if sched::machine::current().is_some_and(|c| Arc::ptr_eq(&c.shared, shared)) {
+    if context::current().is_some_and(|c| Arc::ptr_eq(&c.shared, shared)) {
         panic!(
             "a gosched Runtime cannot be dropped or shut down from inside one of its own \
              goroutines or tasks; drop it from the thread that owns it"
@@ -234,94 +221,31 @@ fn shutdown(shared: &Arc<Shared>, timeout: Option<Duration>) -> bool {
     true
 }
 
-/// The global runtime, started on first use.
-pub(crate) fn global_shared() -> &'static Arc<Shared> {
-    &GLOBAL
-        .get_or_init(|| {
-            Builder::new()
-                .thread_name("gosched-global")
-                .build()
-                .expect("cannot start the global gosched runtime")
-        })
-        .shared
-}
-
-// ---- blocking a plain thread -----------------------------------------------------
-
-struct ThreadWaker {
-    thread: Thread,
-    notified: AtomicBool,
-}
-
-impl Wake for ThreadWaker {
-    fn wake(self: StdArc<Self>) {
-        self.wake_by_ref()
-    }
-    fn wake_by_ref(self: &StdArc<Self>) {
-        if !self.notified.swap(true, Ordering::Release) {
-            self.thread.unpark();
-        }
-    }
-}
-
-thread_local! {
-    static THREAD_WAKER: StdArc<ThreadWaker> = StdArc::new(ThreadWaker {
-        thread: thread::current(),
-        notified: AtomicBool::new(false),
-    });
-}
-
-/// Poll `fut` on the calling (plain) thread, parking it while pending.
-pub(crate) fn block_on_thread<F: Future>(fut: F) -> F::Output {
-    let tw = THREAD_WAKER.with(|w| w.clone());
-    let waker = Waker::from(tw.clone());
-    let mut cx = Context::from_waker(&waker);
-    let mut fut = pin!(fut);
-    loop {
-        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-            return v;
-        }
-        // A counterpart is often only microseconds away (a channel rendezvous
-        // with another thread): spin, then yield, before paying for a futex sleep
-        // and wake-up (crossbeam's Backoff does the same).
-        let mut step = 0u32;
-        while !tw.notified.swap(false, Ordering::Acquire) {
-            if step < 7 {
-                for _ in 0..1u32 << step {
-                    std::hint::spin_loop();
-                }
-            } else if step < 10 {
-                thread::yield_now();
-            } else {
-                thread::park();
-            }
-            step += 1;
-        }
-    }
-}
-
 // ---- introspection ---------------------------------------------------------------
 
 /// Goroutines and async tasks alive in the current runtime (Go's `NumGoroutine`).
 pub fn num_goroutine() -> usize {
-    sched::with_current(|s| s.live_tasks())
+    context::with_current(|s| s.live_tasks())
 }
 
 /// Number of Ps of the current runtime (Go's `GOMAXPROCS(0)`).
 pub fn procs() -> usize {
-    sched::with_current(|s| s.procs.len())
+    context::with_current(|s| s.procs.len())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc as StdArc;
+    use std::thread;
 
     /// Dropping a runtime with parked goroutines returns every stack to the pool
     /// and gives their pages back.
     #[test]
     fn drop_frees_stacks() {
         let rt = Builder::new().procs(2).build().unwrap();
-        let parked = StdArc::new(std::sync::atomic::AtomicUsize::new(0));
+        let parked = StdArc::new(AtomicUsize::new(0));
         for _ in 0..500 {
             let p = parked.clone();
             rt.go(move || {

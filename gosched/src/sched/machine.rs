@@ -9,59 +9,23 @@
 //! timers and `runnext` of victims only in the last round); then the P is
 //! dropped and the M parks.
 //!
-//! # Spinning and the lost-wake-up protocol (Go's proc.go, "Worker thread
-//! parking/unparking")
+//! # Spinning, waking, and the runnext watcher
 //!
-//! A *spinning* M has a P and is looking for work to steal. `nmspinning` counts
-//! them; at most half of the busy Ps' worth may spin. A submitter (spawn, wake,
-//! timer) (1) publishes the work on a queue, (2) issues a StoreLoad barrier
-//! (`fence(SeqCst)`), (3) if Ps are idle and `nmspinning == 0`, calls `wakep`,
-//! which starts one spinning M. A spinning M that finds work stops spinning and,
-//! if it was the last one, wakes another (`resetspinning`), so a burst of work
-//! fans out one M at a time. A spinning M that finds nothing (1) releases its P,
-//! (2) decrements `nmspinning` (an RMW: the StoreLoad barrier), (3) re-checks the
-//! global queue and every P's queue; if anything is there it takes an idle P back
-//! and spins again. Either the submitter sees `nmspinning == 0` and wakes an M, or
-//! the M's re-check sees the work: no wake-up is lost.
+//! The lost-wake-up protocol between spinning Ms and submitters, and `wakep`,
+//! live in `idle.rs`; the wake policy for `runnext` (where we differ from Go)
+//! and the runnext watcher, in `ready.rs`. This file is the M's side: steps 6–8
+//! of `find_runnable` (spin, drop the P, stop spinning and re-check).
 //!
-//! **Where we differ from Go: `runnext` readies.** Go calls `wakep` after every
-//! `ready`. But a G readied into `runnext` is most often readied by a G that is
-//! about to block (a channel hand-off), and the M then runs it at once: the woken
-//! M finds nothing, and its futex wake and wasted spin cost the readier ~40% in a
-//! ping-pong. So a put into an *empty* `runnext` wakes nobody while the *runnext
-//! watcher* (below) is on duty (`Shared::wakep_after_runqput`); a put that
-//! displaces a G into the ring, and every other submission, is Go's.
-//!
-//! A thief takes a running P's `runnext` only if, after the 3 µs wait, `runnext`
-//! still holds the G it saw *and* the victim's `execs` (polls started) did not
-//! move, i.e. the victim has been in one poll the whole time. Go re-checks only
-//! the pointer, which in a ping-pong steals the partner readied a moment later.
-//! Such a steal also puts the victim in its *eager* phase (`Processor::eager`):
-//! its next 64 readies wake an M as Go does, because its Gs evidently keep running
-//! after they ready others (a producer feeding a consumer).
-//!
-//! # The runnext watcher
-//!
-//! One idle M at a time (while some P runs and some P is idle) parks with a
-//! `WATCH_PERIOD` (50 µs) timeout instead of on the idle list, backing off to
-//! 1 ms while no running P has anything in `runnext`. Each time it wakes it looks
-//! at every running P's (`runnext`, `execs`); if a P shows the same non-null pair
-//! twice in a row, a G readied there has waited a whole period behind a poll that
-//! goes on: the watcher takes an idle P and becomes a spinning M, whose last steal
-//! round takes that G. So a readied G waits about two periods (at most ~1 ms
-//! after a quiet spell) even if the readier never blocks (`tests/runtime.rs`,
-//! `readied_goroutine_runs_while_its_readier_keeps_the_p`). `startm` uses the
-//! watcher like an idle M when the idle list is empty (no extra thread). The role
-//! is a latency bound, not a lost-wake-up protocol: the G is runnable and visible
-//! in `runnext` all along, and the readier's M runs it when its poll returns. With
-//! every P busy or every P idle nobody watches (nothing to gain, nothing to
-//! watch), so an idle runtime still uses no CPU. sysmon (its own issue) takes
-//! this duty over with its other P checks.
+//! Stealing a running P's `runnext`: a thief takes it only if, after the 3 µs
+//! wait, `runnext` still holds the G it saw *and* the victim's `execs` (polls
+//! started) did not move, i.e. the victim has been in one poll the whole time.
+//! Go re-checks only the pointer, which in a ping-pong steals the partner readied
+//! a moment later. Such a steal puts the victim in its eager phase (`ready.rs`).
 //!
 //! # Parking and timers
 //!
-//! Idle Ms park on their `Parker` (`park.rs`) in the idle-M list; `startm` pops
-//! one, hands it a P through `nextp`, and wakes it. One idle M at a time is the
+//! Idle Ms park on their `Parker` (`crate::park`) in the idle-M list; `wakep`
+//! pops one, hands it a P through `nextp`, and wakes it. One idle M at a time is the
 //! *timer sleeper*: instead of parking indefinitely it parks until the earliest
 //! timer of any P (`Shared::next_timer`), publishing that time in
 //! `sleeper_until`. A timer that becomes earlier than that wakes it
@@ -73,22 +37,23 @@
 //! # Retaken Ps
 //!
 //! The poll of a task runs with the P in USER. When the poll returns, the M CASes
-//! USER→RUNNING; if that fails, sysmon retook the P (next issue) and the M is
-//! P-less: it looks for an idle P and otherwise parks, as Go's `exitsyscall`.
+//! USER→RUNNING; if that fails, sysmon retook the P (the sysmon issue) and the M
+//! is P-less: it looks for an idle P and otherwise parks, as Go's `exitsyscall`.
 
 use std::cell::Cell;
 use std::ptr;
 use std::time::{Duration, Instant};
 
-use super::park::Parker;
+use super::context;
 use super::processor::{fastrand, Processor};
 use super::status;
 use super::task::{Polled, Task};
+use super::timers::{now_ns, NEVER};
 use super::Shared;
 use crate::loom::lock;
 use crate::loom::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering::*};
 use crate::loom::sync::Arc;
-use crate::time::{now_ns, NEVER};
+use crate::park::Parker;
 
 /// One G from the global queue every this many schedule ticks (Go: 61).
 const GLOBAL_FAIRNESS_TICK: u32 = 61;
@@ -97,11 +62,6 @@ const STEAL_ROUNDS: usize = 4;
 /// How long a thief waits before taking a running victim's `runnext` (Go: ~3 µs):
 /// the victim most likely just readied that G and is about to block.
 const RUNNEXT_STEAL_DELAY: Duration = Duration::from_micros(3);
-/// How often the runnext watcher looks at the Ps (a G readied into `runnext`
-/// behind a poll that goes on is stolen within two periods).
-const WATCH_PERIOD: Duration = Duration::from_micros(50);
-/// The watcher's period while no running P has anything in `runnext`.
-const WATCH_PERIOD_MAX: Duration = Duration::from_millis(1);
 const NO_P: usize = usize::MAX;
 
 pub(crate) struct Machine {
@@ -117,34 +77,30 @@ impl Machine {
         self.nextp.store(p, Release);
         self.parker.wake();
     }
+
+    /// Whether `start` has handed this M a P it has not taken yet.
+    pub(super) fn has_nextp(&self) -> bool {
+        self.nextp.load(Acquire) != NO_P
+    }
+
+    /// Take the P (and spinning flag) handed over by `start`.
+    fn take_nextp(&self) -> Option<(usize, bool)> {
+        let p = self.nextp.swap(NO_P, Acquire);
+        (p != NO_P).then(|| (p, self.next_spinning.load(Relaxed)))
+    }
 }
 
 /// The calling M's per-thread context.
 pub(crate) struct MachineCtx {
     pub(crate) shared: Arc<Shared>,
-    m: Arc<Machine>,
+    pub(super) m: Arc<Machine>,
     /// The P this M holds, if any.
     pub(crate) p: Cell<Option<usize>>,
-    spinning: Cell<bool>,
+    pub(super) spinning: Cell<bool>,
     /// Set by `yield_now` during a poll.
     pub(crate) yielded: Cell<bool>,
     /// True while a task's poll runs.
     pub(crate) in_poll: Cell<bool>,
-}
-
-thread_local! {
-    static MACHINE: Cell<*const MachineCtx> = const { Cell::new(ptr::null()) };
-}
-
-/// The calling thread's M context, if it is an M. Never inlined: a goroutine may
-/// resume on another thread, so the thread-local address must be recomputed on
-/// every call rather than cached across a suspension point.
-#[inline(never)]
-pub(crate) fn current() -> Option<&'static MachineCtx> {
-    let p = MACHINE.with(|m| m.get());
-    // SAFETY: the context lives on the M's thread stack for the whole time the
-    // pointer is installed (`mstart`), and is only used on that thread.
-    unsafe { p.as_ref() }
 }
 
 /// Start a new M (OS thread) running P `p`.
@@ -152,11 +108,9 @@ pub(crate) fn newm(shared: Arc<Shared>, p: usize, spinning: bool) {
     let n = shared.nthreads.fetch_add(1, AcqRel);
     let giveback = |shared: &Shared| {
         shared.nthreads.fetch_sub(1, AcqRel);
-        let mut s = shared.lock_sched();
-        shared.pidleput(&mut s, p);
-        drop(s);
+        shared.release_p(p);
         if spinning {
-            shared.nmspinning.fetch_sub(1, SeqCst);
+            shared.spinning_end();
         }
     };
     if n >= shared.config.max_threads {
@@ -193,7 +147,7 @@ pub(crate) fn newm(shared: Arc<Shared>, p: usize, spinning: bool) {
 }
 
 fn mstart(shared: Arc<Shared>, p: usize, spinning: bool) {
-    crate::coro::overflow::ensure_thread_altstack();
+    crate::stack::overflow::ensure_thread_altstack();
     let ctx = MachineCtx {
         shared: shared.clone(),
         m: Arc::new(Machine {
@@ -206,9 +160,9 @@ fn mstart(shared: Arc<Shared>, p: usize, spinning: bool) {
         yielded: Cell::new(false),
         in_poll: Cell::new(false),
     };
-    MACHINE.with(|m| m.set(&ctx));
+    context::set_machine(&ctx);
     ctx.schedule();
-    MACHINE.with(|m| m.set(ptr::null()));
+    context::set_machine(ptr::null());
     drop(ctx);
     let mut live = shared.live_ms.lock().unwrap_or_else(|e| e.into_inner());
     *live -= 1;
@@ -234,9 +188,8 @@ impl MachineCtx {
     /// another one so the next burst of work is noticed.
     fn resetspinning(&self) {
         self.spinning.set(false);
-        let prev = self.shared.nmspinning.fetch_sub(1, SeqCst);
-        debug_assert!(prev > 0);
-        if self.shared.npidle.load(SeqCst) != 0 {
+        self.shared.spinning_end();
+        if self.shared.idle_ps() != 0 {
             self.shared.wakep();
         }
     }
@@ -254,7 +207,7 @@ impl MachineCtx {
             .store(p.execs.load(Relaxed).wrapping_add(1), Release);
         p.status.store(status::USER);
         self.in_poll.set(true);
-        let (polled, again) = task.run();
+        let polled = task.run();
         self.in_poll.set(false);
         // The poll is over: take the P back, unless sysmon retook it.
         let still_own = self.p.get().is_some() && p.status.exit_to_running(status::USER);
@@ -262,12 +215,11 @@ impl MachineCtx {
             self.p.set(None);
         }
         let yielded = self.yielded.replace(false);
-        if polled == Polled::Notified {
-            let t = again.expect("notified task comes back");
+        if let Polled::Notified(t) = polled {
             if still_own && !yielded {
                 // Woken while it ran: back of the local queue (Go's goyield).
                 // SAFETY: we own `p` (RUNNING).
-                unsafe { p.runqput(t, false, |b| self.shared.global_push_batch(b)) };
+                unsafe { p.runqput_tail(t, |b| self.shared.global_push_batch(b)) };
             } else if still_own && !p.has_work() {
                 // `yield_now` (Go's Gosched) with nothing local: to the global
                 // queue's tail, and refill from its head in the same critical
@@ -293,11 +245,7 @@ impl MachineCtx {
             }
             let Some(pi) = self.p.get() else {
                 // P-less (woken by the timer, or our P was retaken): take an idle P or park.
-                let got = {
-                    let mut s = shared.lock_sched();
-                    shared.pidleget(&mut s)
-                };
-                match got {
+                match shared.acquire_idle_p() {
                     Some(p) => self.p.set(Some(p)),
                     None => self.park_idle(),
                 }
@@ -329,11 +277,10 @@ impl MachineCtx {
             // 5. Netpoll (non-blocking) goes here with the netpoller issue.
 
             // 6. Steal, if this M already spins or fewer than half the busy Ps spin.
-            let busy = shared.procs.len() - shared.npidle.load(SeqCst);
-            if self.spinning.get() || 2 * shared.nmspinning.load(SeqCst) < busy {
+            if self.spinning.get() || shared.may_spin() {
                 if !self.spinning.get() {
                     self.spinning.set(true);
-                    shared.nmspinning.fetch_add(1, SeqCst);
+                    shared.spinning_begin();
                 }
                 if let Some(t) = self.steal_work(p) {
                     return Some((t, false));
@@ -350,7 +297,7 @@ impl MachineCtx {
 
             // 7. Drop the P, re-checking the global queue under the lock.
             {
-                let mut s = shared.lock_sched();
+                let mut s = lock(&shared.sched);
                 if shared.global_len() > 0 {
                     if let Some(t) = shared.globrunqget_locked(&mut s, p, 0) {
                         return Some((t, false));
@@ -363,7 +310,7 @@ impl MachineCtx {
             // 8. Stop spinning, then re-check everything (the barrier is the RMW).
             if self.spinning.get() {
                 self.spinning.set(false);
-                shared.nmspinning.fetch_sub(1, SeqCst);
+                shared.spinning_end();
                 // StoreLoad: pairs with the submitter's fence in `wakep_if_idle`.
                 fence(SeqCst);
                 let work = shared.global_len() > 0
@@ -373,14 +320,10 @@ impl MachineCtx {
                         .any(|q| q.status.load() != status::IDLE && q.has_work())
                     || shared.next_timer() <= now_ns();
                 if work {
-                    let got = {
-                        let mut s = shared.lock_sched();
-                        shared.pidleget(&mut s)
-                    };
-                    if let Some(p) = got {
+                    if let Some(p) = shared.acquire_idle_p() {
                         self.p.set(Some(p));
                         self.spinning.set(true);
-                        shared.nmspinning.fetch_add(1, SeqCst);
+                        shared.spinning_begin();
                         continue 'top;
                     }
                 }
@@ -463,7 +406,7 @@ impl MachineCtx {
                     ptr::null_mut()
                 };
                 if !next.is_null() {
-                    if matches!(v.status.load(), status::USER | status::RUNNING) {
+                    if status::is_held_by_m(v.status.load()) {
                         // The victim most likely readied that G and is about to
                         // block: let it run it. Steal only if the victim stayed in
                         // one poll for the whole wait and `runnext` still holds the
@@ -496,11 +439,11 @@ impl MachineCtx {
     fn drop_p_for_exit(&self) {
         if let Some(pi) = self.p.take() {
             // Queued work stays queued; teardown drains it.
-            let _s = self.shared.lock_sched();
+            let _s = lock(&self.shared.sched);
             self.proc(pi).status.store(status::IDLE);
         }
         if self.spinning.replace(false) {
-            self.shared.nmspinning.fetch_sub(1, SeqCst);
+            self.shared.spinning_end();
         }
     }
 
@@ -513,11 +456,7 @@ impl MachineCtx {
             if next <= now_ns() {
                 // Due already: run it on an idle P. If every P is busy, their Ms
                 // run their own timers at their next schedule.
-                let got = {
-                    let mut s = shared.lock_sched();
-                    shared.pidleget(&mut s)
-                };
-                if let Some(p) = got {
+                if let Some(p) = shared.acquire_idle_p() {
                     self.p.set(Some(p));
                     return;
                 }
@@ -531,118 +470,26 @@ impl MachineCtx {
         if !shared.midleput(self.m.clone()) {
             return; // shutting down
         }
-        // We are on the idle list until `startm` pops us and hands us a P through
+        // We are on the idle list until `wakep` pops us and hands us a P through
         // `nextp`; only that (or shutdown) ends the wait. Returning without a P
         // would let us push ourselves onto the list a second time.
-        loop {
-            self.m.parker.wait(|| shared.shutdown.load(Acquire));
-            let p = self.m.nextp.swap(NO_P, Acquire);
-            if p != NO_P {
-                self.p.set(Some(p));
-                self.spinning.set(self.m.next_spinning.load(Relaxed));
-                return;
-            }
-            if shared.shutdown.load(Acquire) {
-                return;
-            }
-        }
+        self.wait_for_nextp();
     }
 
-    /// Become the runnext watcher, if nobody is, some P runs and some P is idle,
-    /// and watch (see "The runnext watcher"). True if we come back holding a P:
-    /// one `startm` handed us, or an idle one we took to go steal a stuck
-    /// `runnext` (then we are spinning). False: the caller parks on the idle list.
-    fn try_watch(&self) -> bool {
+    /// Park until `wakep` hands us a P (true) or the runtime shuts down (false).
+    /// For an M that some `wakep` may pop: on the idle list, or taken out of the
+    /// watcher role.
+    pub(super) fn wait_for_nextp(&self) -> bool {
         let shared = &*self.shared;
-        let n = shared.procs.len();
-        let useful = || {
-            let idle = shared.npidle.load(SeqCst);
-            idle != 0 && idle != n && !shared.shutdown.load(Acquire)
-        };
-        if n == 1 || !useful() {
-            return false;
-        }
-        {
-            let mut w = lock(&shared.watcher);
-            if w.is_some() {
+        loop {
+            if let Some((p, spinning)) = self.m.take_nextp() {
+                self.p.set(Some(p));
+                self.spinning.set(spinning);
+                return true;
+            }
+            if !self.m.parker.wait(|| shared.shutdown.load(Acquire)) {
                 return false;
             }
-            *w = Some(self.m.clone());
-            shared.watching.store(true, SeqCst);
-        }
-        // What each P had in `runnext` at the last look, and its poll count.
-        let mut seen: Vec<(*mut super::task::Header, u32)> = vec![(ptr::null_mut(), 0); n];
-        let mut period = WATCH_PERIOD;
-        let steal = loop {
-            self.m.parker.wait_timeout(period);
-            if self.m.nextp.load(Acquire) != NO_P || !useful() {
-                break false;
-            }
-            let (mut stuck, mut pending) = (false, false);
-            for (q, last) in shared.procs.iter().zip(seen.iter_mut()) {
-                let now = (q.runnext.load(Acquire), q.execs.load(Acquire));
-                if !now.0.is_null() && matches!(q.status.load(), status::USER | status::RUNNING) {
-                    pending = true;
-                    stuck |= now == *last;
-                }
-                *last = now;
-            }
-            if stuck {
-                break true;
-            }
-            // Look often while Gs pass through `runnext`; back off to
-            // `WATCH_PERIOD_MAX` while none does (a lone hog costs ~nothing).
-            period = if pending {
-                WATCH_PERIOD
-            } else {
-                (period * 2).min(WATCH_PERIOD_MAX)
-            };
-        };
-        // Leave the role, unless `startm` took us out of it to hand us a P.
-        let taken = {
-            let mut w = lock(&shared.watcher);
-            if w.as_ref().is_some_and(|m| Arc::ptr_eq(m, &self.m)) {
-                shared.watching.store(false, SeqCst);
-                *w = None;
-                false
-            } else {
-                true
-            }
-        };
-        if taken {
-            loop {
-                let p = self.m.nextp.swap(NO_P, Acquire);
-                if p != NO_P {
-                    self.p.set(Some(p));
-                    self.spinning.set(self.m.next_spinning.load(Relaxed));
-                    return true;
-                }
-                if !self.m.parker.wait(|| shared.shutdown.load(Acquire)) {
-                    return false;
-                }
-            }
-        }
-        // Nobody but shutdown (re-checked by the caller) owes us a wake: drop a
-        // stale token so that it cannot cut a later park short.
-        self.m.parker.reset();
-        if !steal {
-            return false;
-        }
-        // A G has waited in a running P's `runnext` for a whole period: take an
-        // idle P and go steal it as a spinning M (the last steal round takes it,
-        // the victim being still in the same poll).
-        let got = {
-            let mut s = shared.lock_sched();
-            shared.pidleget(&mut s)
-        };
-        match got {
-            Some(p) => {
-                self.p.set(Some(p));
-                self.spinning.set(true);
-                shared.nmspinning.fetch_add(1, SeqCst);
-                true
-            }
-            None => false,
         }
     }
 

@@ -15,7 +15,7 @@
 //!   read by thieves: a thief takes a running P's `runnext` only if `execs` did
 //!   not move during its wait, i.e. the victim has been stuck in one poll.
 //! - `eager` is set by a thief that found `runnext` stuck that way, and counted
-//!   down by the owner (see `Shared::wakep_after_runqput`); a lost update only
+//!   down by the owner (see `ready.rs`, "Wake policy"); a lost update only
 //!   changes how soon the P goes back to not waking anyone for `runnext`.
 
 use std::ptr::{self, NonNull};
@@ -23,10 +23,10 @@ use std::ptr::{self, NonNull};
 use super::runq::RunQueue;
 use super::status::PStatus;
 use super::task::{Header, Task};
-use crate::coro::stack::StackCache;
+use super::timers::Timers;
 use crate::loom::cell::UnsafeCell;
 use crate::loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering::*};
-use crate::time::Timers;
+use crate::stack::StackCache;
 
 pub(crate) struct Processor {
     pub(crate) id: usize,
@@ -98,31 +98,43 @@ impl Processor {
     }
 
     /// Owner: put a readied task in `runnext` (Go's `runqput(next=true)`); the task
-    /// it displaces goes to the ring's tail. Overflow goes to `global`.
+    /// it displaces goes to the ring's tail, and a full ring's overflow to
+    /// `global`.
     ///
     /// Returns true if the task went into an empty `runnext` (so the publication
     /// was the `swap` alone, a read-modify-write) and this P is not in its eager
-    /// phase: see `Shared::wakep_after_runqput`.
+    /// phase: the wake-up may be skipped (`ready.rs`, "Wake policy").
     ///
     /// # Safety
     /// Owner only (status RUNNING, on the owning M).
-    pub(crate) unsafe fn runqput(
+    pub(crate) unsafe fn runqput_next(
         &self,
         task: Task,
-        next: bool,
         global: impl FnOnce(Vec<NonNull<Header>>),
     ) -> bool {
-        let mut ptr = task.into_raw();
-        if next {
-            let old = self.runnext.swap(ptr.as_ptr(), AcqRel);
-            match NonNull::new(old) {
-                None => return self.lazy_wake(),
-                Some(old) => ptr = old,
+        let old = self.runnext.swap(task.into_raw().as_ptr(), AcqRel);
+        match NonNull::new(old) {
+            None => self.lazy_wake(),
+            Some(old) => {
+                // SAFETY: owner.
+                unsafe { self.runq.push_back(old, global) };
+                false
             }
         }
+    }
+
+    /// Owner: put a task at the ring's tail (Go's `runqput(next=false)`); a full
+    /// ring's overflow goes to `global`.
+    ///
+    /// # Safety
+    /// Owner only (status RUNNING, on the owning M).
+    pub(crate) unsafe fn runqput_tail(
+        &self,
+        task: Task,
+        global: impl FnOnce(Vec<NonNull<Header>>),
+    ) {
         // SAFETY: owner.
-        unsafe { self.runq.push_back(ptr, global) };
-        false
+        unsafe { self.runq.push_back(task.into_raw(), global) };
     }
 
     /// Owner, after a put into an empty `runnext`: may the wake-up be skipped

@@ -11,13 +11,13 @@
 //! the sysmon issue's; until then a slow `syscall` holds its P, as any blocking
 //! poll does.
 
-use super::{machine, status};
+use super::{context, status};
 
 /// Run `f`, a call that may block the OS thread, marking the P as in a system
 /// call so the runtime can hand the P to another thread if `f` is slow. Outside
 /// the runtime it just calls `f`.
 pub fn syscall<R>(f: impl FnOnce() -> R) -> R {
-    let entered = machine::current().and_then(|ctx| {
+    let entered = context::current().and_then(|ctx| {
         let pi = ctx.p.get()?;
         let p = &ctx.shared.procs[pi];
         // From USER (inside a poll). A nested syscall or scheduler code (RUNNING)

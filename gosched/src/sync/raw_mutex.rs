@@ -472,7 +472,7 @@ mod loom_tests {
     //! starving. The starting states are built single-threaded with the real code
     //! (lock, queue a future, unlock, barge, re-poll), then the racing threads run.
     use super::*;
-    use crate::sched::park::Parker;
+    use crate::park::Parker;
     use loom::cell::UnsafeCell;
     use loom::thread;
     use std::pin::pin;
@@ -480,24 +480,15 @@ mod loom_tests {
     /// Poll `f` to completion on this model thread, parking (loom-visibly) on the
     /// scheduler's own `Parker` between polls.
     fn block_on<F: Future>(f: F) -> F::Output {
-        struct Unpark(Parker);
-        impl std::task::Wake for Unpark {
-            fn wake(self: std::sync::Arc<Self>) {
-                self.0.wake();
-            }
-            fn wake_by_ref(self: &std::sync::Arc<Self>) {
-                self.0.wake();
-            }
-        }
-        let unpark = std::sync::Arc::new(Unpark(Parker::new()));
-        let waker = Waker::from(unpark.clone());
+        let parker = std::sync::Arc::new(Parker::new());
+        let waker = Waker::from(parker.clone());
         let mut cx = Context::from_waker(&waker);
         let mut f = pin!(f);
         loop {
             if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
                 return v;
             }
-            unpark.0.wait(|| false);
+            parker.wait(|| false);
         }
     }
 

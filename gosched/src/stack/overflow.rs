@@ -56,7 +56,7 @@ use std::ptr;
 use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Once};
 
-use super::stack::{guard_mode, page_size, GuardMode, MADV_GUARD_INSTALL};
+use super::{guard_mode, page_size, GuardMode, MADV_GUARD_INSTALL};
 
 /// Slabs the registry can describe. One slab holds up to 1 GiB of stacks, so
 /// 4096 entries cover far more than any realistic process.
@@ -645,8 +645,8 @@ pub(crate) fn ensure_thread_altstack() {
 
 #[cfg(test)]
 mod tests {
-    use super::super::stack::tests::{assert_child_passed, run_child, CHILD_ENV};
-    use super::super::stack::StackPool;
+    use super::super::tests::{assert_child_passed, run_child, CHILD_ENV};
+    use super::super::StackPool;
     use super::*;
 
     #[test]

@@ -30,16 +30,61 @@
 
 use crate::loom::sync::atomic::{AtomicUsize, Ordering::*};
 
-pub(crate) const RUNNING: usize = 1 << 0;
-pub(crate) const COMPLETE: usize = 1 << 1;
-pub(crate) const NOTIFIED: usize = 1 << 2;
-pub(crate) const CANCELLED: usize = 1 << 3;
-pub(crate) const JOIN_INTEREST: usize = 1 << 4;
-pub(crate) const JOIN_WAKER: usize = 1 << 5;
+use std::fmt;
+
+const RUNNING: usize = 1 << 0;
+const COMPLETE: usize = 1 << 1;
+const NOTIFIED: usize = 1 << 2;
+const CANCELLED: usize = 1 << 3;
+const JOIN_INTEREST: usize = 1 << 4;
+const JOIN_WAKER: usize = 1 << 5;
 const REF_SHIFT: usize = 6;
-pub(crate) const REF_ONE: usize = 1 << REF_SHIFT;
+const REF_ONE: usize = 1 << REF_SHIFT;
 
 pub(crate) struct State(AtomicUsize);
+
+/// One value of the state word, read once (tokio's `Snapshot`): the bits are
+/// only looked at through these methods.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Snapshot(usize);
+
+impl Snapshot {
+    pub(crate) fn is_running(self) -> bool {
+        self.0 & RUNNING != 0
+    }
+    pub(crate) fn is_complete(self) -> bool {
+        self.0 & COMPLETE != 0
+    }
+    pub(crate) fn is_notified(self) -> bool {
+        self.0 & NOTIFIED != 0
+    }
+    pub(crate) fn is_cancelled(self) -> bool {
+        self.0 & CANCELLED != 0
+    }
+    pub(crate) fn is_join_interested(self) -> bool {
+        self.0 & JOIN_INTEREST != 0
+    }
+    pub(crate) fn has_join_waker(self) -> bool {
+        self.0 & JOIN_WAKER != 0
+    }
+    pub(crate) fn ref_count(self) -> usize {
+        self.0 >> REF_SHIFT
+    }
+}
+
+impl fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("running", &self.is_running())
+            .field("complete", &self.is_complete())
+            .field("notified", &self.is_notified())
+            .field("cancelled", &self.is_cancelled())
+            .field("join_interest", &self.is_join_interested())
+            .field("join_waker", &self.has_join_waker())
+            .field("refs", &self.ref_count())
+            .finish()
+    }
+}
 
 /// What the scheduler must do after a wake-up attempt.
 #[derive(Debug, PartialEq, Eq)]
@@ -77,8 +122,8 @@ impl State {
         State(AtomicUsize::new(NOTIFIED | JOIN_INTEREST | (2 * REF_ONE)))
     }
 
-    pub(crate) fn load(&self) -> usize {
-        self.0.load(Acquire)
+    pub(crate) fn load(&self) -> Snapshot {
+        Snapshot(self.0.load(Acquire))
     }
 
     fn update<R>(&self, mut f: impl FnMut(usize) -> (Option<usize>, R)) -> R {
@@ -94,6 +139,7 @@ impl State {
     }
 
     /// Called by the scheduler with a run-queue reference in hand.
+    #[must_use]
     pub(crate) fn transition_to_running(&self) -> Run {
         self.update(|s| {
             debug_assert!(s & NOTIFIED != 0, "running a task that was not notified");
@@ -109,6 +155,7 @@ impl State {
     }
 
     /// After a poll returned `Pending`.
+    #[must_use]
     pub(crate) fn transition_to_idle(&self) -> Idle {
         self.update(|s| {
             debug_assert!(s & RUNNING != 0);
@@ -126,13 +173,15 @@ impl State {
     }
 
     /// After the output is stored: RUNNING → COMPLETE. Returns the new snapshot.
-    pub(crate) fn transition_to_complete(&self) -> usize {
+    #[must_use]
+    pub(crate) fn transition_to_complete(&self) -> Snapshot {
         let prev = self.0.fetch_xor(RUNNING | COMPLETE, AcqRel);
         debug_assert!(prev & RUNNING != 0 && prev & COMPLETE == 0);
-        prev ^ (RUNNING | COMPLETE)
+        Snapshot(prev ^ (RUNNING | COMPLETE))
     }
 
     /// A wake through a reference the caller keeps (`wake_by_ref`).
+    #[must_use]
     pub(crate) fn transition_to_notified_by_ref(&self) -> Notify {
         self.update(|s| {
             if s & (COMPLETE | NOTIFIED) != 0 {
@@ -147,6 +196,7 @@ impl State {
 
     /// `abort()`: mark cancelled; if the task is idle, queue it so a scheduler
     /// thread performs the cancellation (returns `Submit` with a new reference).
+    #[must_use]
     pub(crate) fn transition_to_notified_and_cancel(&self) -> Notify {
         self.update(|s| {
             if s & (COMPLETE | CANCELLED) != 0 {
@@ -162,6 +212,7 @@ impl State {
 
     /// Runtime shutdown: claim an idle task to cancel it (sets RUNNING|CANCELLED).
     /// Fails if it is running or complete.
+    #[must_use]
     pub(crate) fn transition_to_shutdown(&self) -> bool {
         self.update(|s| {
             if s & (RUNNING | COMPLETE) != 0 {
@@ -173,11 +224,11 @@ impl State {
     }
 
     /// JoinHandle: publish the waker it just wrote (fails if COMPLETE).
-    pub(crate) fn set_join_waker(&self) -> Result<(), usize> {
+    pub(crate) fn set_join_waker(&self) -> Result<(), Snapshot> {
         self.update(|s| {
             debug_assert!(s & JOIN_INTEREST != 0 && s & JOIN_WAKER == 0);
             if s & COMPLETE != 0 {
-                (None, Err(s))
+                (None, Err(Snapshot(s)))
             } else {
                 (Some(s | JOIN_WAKER), Ok(()))
             }
@@ -185,11 +236,11 @@ impl State {
     }
 
     /// JoinHandle: take back the waker slot to replace it (fails if COMPLETE).
-    pub(crate) fn unset_join_waker(&self) -> Result<(), usize> {
+    pub(crate) fn unset_join_waker(&self) -> Result<(), Snapshot> {
         self.update(|s| {
             debug_assert!(s & JOIN_INTEREST != 0 && s & JOIN_WAKER != 0);
             if s & COMPLETE != 0 {
-                (None, Err(s))
+                (None, Err(Snapshot(s)))
             } else {
                 (Some(s & !JOIN_WAKER), Ok(()))
             }
@@ -198,10 +249,11 @@ impl State {
 
     /// JoinHandle dropped: clear JOIN_INTEREST. Returns the snapshot before; if it
     /// was COMPLETE the JoinHandle owns (and must drop) the output.
-    pub(crate) fn unset_join_interest(&self) -> usize {
+    #[must_use]
+    pub(crate) fn unset_join_interest(&self) -> Snapshot {
         self.update(|s| {
             debug_assert!(s & JOIN_INTEREST != 0);
-            (Some(s & !JOIN_INTEREST), s)
+            (Some(s & !JOIN_INTEREST), Snapshot(s))
         })
     }
 
@@ -213,6 +265,7 @@ impl State {
     }
 
     /// Drop one reference; true if it was the last (the caller frees the task).
+    #[must_use]
     pub(crate) fn ref_dec(&self) -> bool {
         let prev = self.0.fetch_sub(REF_ONE, AcqRel);
         debug_assert!(prev >> REF_SHIFT >= 1);
@@ -221,6 +274,7 @@ impl State {
 
     /// Drop two references at once (run queue + join handle in the common
     /// "complete, handle already gone" path).
+    #[must_use]
     pub(crate) fn ref_dec_n(&self, n: usize) -> bool {
         let prev = self.0.fetch_sub(n * REF_ONE, AcqRel);
         debug_assert!(prev >> REF_SHIFT >= n);
@@ -231,7 +285,7 @@ impl State {
 #[cfg(all(test, loom))]
 mod loom_tests {
     //! Models of the state word alone: concurrent wake + complete + JoinHandle drop.
-    //! The full task (with its output and waker) is modelled in `task.rs`.
+    //! The full task (with its output and waker) is modelled in `mod.rs`.
     use super::*;
     use loom::sync::Arc;
     use loom::thread;
@@ -271,7 +325,7 @@ mod loom_tests {
             let (s1, d1, f1) = (s.clone(), output_drops.clone(), frees.clone());
             let join = thread::spawn(move || {
                 let prev = s1.unset_join_interest();
-                if prev & COMPLETE != 0 {
+                if prev.is_complete() {
                     d1.fetch_add(1, SeqCst);
                 }
                 if s1.ref_dec() {
@@ -288,7 +342,7 @@ mod loom_tests {
             });
             // The runner: output stored, publish COMPLETE.
             let snap = s.transition_to_complete();
-            if snap & JOIN_INTEREST == 0 {
+            if !snap.is_join_interested() {
                 output_drops.fetch_add(1, SeqCst);
             }
             if s.ref_dec() {

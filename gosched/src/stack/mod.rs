@@ -109,7 +109,7 @@
 //!   (`&mut self`), so it has no lock; it holds at most
 //!   `clamp(8 MiB / stride, 2, 32)` stacks per size class and moves the older
 //!   half to the pool when it overflows.
-//! * The overflow registry (`super::overflow`) is written here when a slab is
+//! * The overflow registry (`overflow`) is written here when a slab is
 //!   mapped (under the pool lock) or unmapped (in `Drop`, with `&mut self`),
 //!   and read lock-free by the SIGSEGV handler.
 //! * [`GUARDED_STACKS`] (mprotect mode) is an atomic shared by all pools of
@@ -135,7 +135,9 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use corosensei::stack::StackPointer;
 
-use super::overflow::{self, SlabRegistration};
+pub(crate) mod overflow;
+
+use overflow::SlabRegistration;
 
 /// `madvise` advice installing guard markers (Linux 6.13); not in libc 0.2.191.
 /// (`MADV_GUARD_REMOVE` is 103; it is not needed: guards live as long as
@@ -148,6 +150,10 @@ const SLAB_MAP_FLAGS: libc::c_int =
     libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK;
 
 /// Smallest usable stack; smaller requests are rounded up to it.
+/// Default goroutine stack size: 256 KiB of reserved address space; only touched
+/// pages cost memory (see `coro`'s module docs, "Stack size").
+pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
+
 pub(crate) const MIN_STACK_SIZE: usize = 16 * 1024;
 /// Largest usable stack (Go's limit on 64-bit systems is 1 GB as well).
 pub(crate) const MAX_STACK_SIZE: usize = 1 << 30;

@@ -1,7 +1,21 @@
-//! The M's parking spot: a one-shot wake token on top of the OS thread parker
-//! (Go's `note`). `wake` publishes a token and unparks; `wait` consumes it. A wake
-//! that comes before the wait is not lost: the token stays set, and the thread
-//! parker itself also remembers an early unpark.
+//! Thread parking: a one-shot wake token on top of the OS thread parker (Go's
+//! `note`), used by idle Ms (`sched/machine.rs`), by plain threads blocked in
+//! `block_on` (`block_on_thread`, where the `Parker` is the waker), and by the
+//! mutex's thread waiters.
+//!
+//! `wake` publishes the token (Release) and unparks; `wait` consumes it (Acquire),
+//! so whatever the waker wrote before `wake` is visible after `wait` returns. A
+//! wake that comes before the wait is not lost: the token stays set, and the
+//! thread parker itself also remembers an early unpark. Spurious OS wake-ups are
+//! absorbed by the loop around the token.
+
+use std::task::Wake;
+#[cfg(not(loom))]
+use std::{
+    future::Future,
+    pin::pin,
+    task::{Context, Poll, Waker},
+};
 
 use crate::loom::sync::atomic::{AtomicBool, Ordering::*};
 use crate::loom::thread::{self, Thread};
@@ -11,6 +25,7 @@ pub(crate) struct Parker {
     token: AtomicBool,
 }
 
+#[cfg_attr(loom, allow(dead_code))] // under loom only the models use it
 impl Parker {
     /// A parker for the calling thread.
     pub(crate) fn new() -> Self {
@@ -60,6 +75,58 @@ impl Parker {
         }
         thread::park_timeout(timeout);
         self.token.swap(false, Acquire)
+    }
+
+    /// Owner only: consume a pending wake without blocking.
+    #[cfg(not(loom))]
+    fn try_take(&self) -> bool {
+        self.token.swap(false, Acquire)
+    }
+}
+
+/// A `Parker` is the waker of the thread that owns it (`block_on_thread`).
+impl Wake for Parker {
+    fn wake(self: std::sync::Arc<Self>) {
+        Parker::wake(&self)
+    }
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        Parker::wake(self)
+    }
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    /// The calling plain thread's parker, made once per thread.
+    static THREAD_PARKER: std::sync::Arc<Parker> = std::sync::Arc::new(Parker::new());
+}
+
+/// Poll `fut` on the calling (plain) thread, parking it while pending.
+#[cfg(not(loom))]
+pub(crate) fn block_on_thread<F: Future>(fut: F) -> F::Output {
+    let parker = THREAD_PARKER.with(|p| p.clone());
+    let waker = Waker::from(parker.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = pin!(fut);
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        // A counterpart is often only microseconds away (a channel rendezvous
+        // with another thread): spin, then yield, before paying for a futex sleep
+        // and wake-up (crossbeam's Backoff does the same).
+        let mut step = 0u32;
+        while !parker.try_take() {
+            if step < 7 {
+                for _ in 0..1u32 << step {
+                    std::hint::spin_loop();
+                }
+            } else if step < 10 {
+                thread::yield_now();
+            } else {
+                thread::park();
+            }
+            step += 1;
+        }
     }
 }
 

@@ -1,6 +1,10 @@
 //! Tasks: one heap allocation per G holding the header (state word, vtable,
-//! scheduler handle, owned-list links, join waker) and the stage (the future, then
-//! its output).
+//! owned-list links, join waker), the scheduler handle and the stage (the future,
+//! then its output).
+//!
+//! A task reaches its scheduler only through the `Schedule` trait (tokio's
+//! pattern): the runtime's `Arc<Shared>` implements it, and this module's tests
+//! run tasks on a plain queue, without a runtime.
 //!
 //! References (see `state.rs` for the bits): a new task starts with two — the
 //! run-queue entry (`Task`) and the `JoinHandle`. Wakers hold one each. The first
@@ -19,21 +23,39 @@
 //!   thread holding RUNNING, or by shutdown under the shard lock.
 
 use std::alloc::Layout;
-use std::any::Any;
 use std::fmt;
 use std::future::Future;
-use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::ptr::{self, NonNull};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
+mod join;
+pub(crate) mod state;
+
+pub use join::{JoinError, JoinHandle};
+
 use super::alloc;
-use super::state::{self, Idle, Notify, Run, State};
-use super::Shared;
 use crate::loom::cell::UnsafeCell;
-use crate::loom::sync::Arc;
+use state::{Idle, Notify, Run, State};
+
+/// What a task needs from the scheduler that runs it (tokio's `Schedule`).
+pub(crate) trait Schedule: Send + Sync + Sized + 'static {
+    /// Queue a task whose state just became NOTIFIED (a wake-up or `abort`);
+    /// `task` is the new run-queue reference.
+    fn ready(&self, task: Task);
+    /// The task parks for the first time: keep the reference in `task` so that
+    /// shutdown can find it (Go's `allgs`). `Err` gives it back: the scheduler is
+    /// shut down, and the caller cancels the task.
+    fn bind(&self, task: Task) -> Result<(), Task>;
+    /// The task completed: forget it. True if it was bound and the scheduler's
+    /// reference now belongs to the caller; false if it was never bound, or
+    /// shutdown already took it (and passed the reference to the completer).
+    fn unbind(&self, task: NonNull<Header>) -> bool;
+    /// Count a completion (for `num_goroutine`).
+    fn completed(&self);
+}
 
 /// Identifies a goroutine or task within its runtime (Go's goid).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -49,7 +71,6 @@ pub(crate) struct Header {
     pub(crate) state: State,
     vtable: &'static Vtable,
     pub(crate) id: u64,
-    pub(crate) shared: Arc<Shared>,
     /// Owned-list links, guarded by the owned-list shard lock.
     pub(crate) owned_prev: UnsafeCell<Option<NonNull<Header>>>,
     pub(crate) owned_next: UnsafeCell<Option<NonNull<Header>>>,
@@ -58,7 +79,8 @@ pub(crate) struct Header {
 }
 
 struct Vtable {
-    poll: unsafe fn(NonNull<Header>) -> Polled,
+    poll: unsafe fn(NonNull<Header>) -> Outcome,
+    schedule: unsafe fn(NonNull<Header>),
     cancel: unsafe fn(NonNull<Header>),
     try_read_output: unsafe fn(NonNull<Header>, *mut (), &Waker),
     drop_output: unsafe fn(NonNull<Header>),
@@ -66,8 +88,9 @@ struct Vtable {
 }
 
 #[repr(C)]
-struct Cell<F: Future> {
+struct Cell<F: Future, S> {
     header: Header,
+    scheduler: S,
     stage: UnsafeCell<Stage<F>>,
 }
 
@@ -78,12 +101,19 @@ enum Stage<F: Future> {
 }
 
 /// What the run of a task left for the scheduler to do.
-#[derive(Debug, PartialEq, Eq)]
+#[must_use = "a notified task must be queued again"]
 pub(crate) enum Polled {
     /// Completed or parked; the run-queue reference is already released.
     Done,
-    /// Woken while it ran: the scheduler must queue it again (the returned `Task`
-    /// is the same run-queue reference).
+    /// Woken while it ran: the scheduler must queue it again (this is the same
+    /// run-queue reference).
+    Notified(Task),
+}
+
+/// The vtable's `poll` result: whether the run-queue reference was kept.
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    Done,
     Notified,
 }
 
@@ -112,14 +142,13 @@ impl Task {
 
     /// Run the task once (poll, or cancel if aborted). Consumes this reference,
     /// or hands it back inside `Polled::Notified`.
-    pub(crate) fn run(self) -> (Polled, Option<Task>) {
+    pub(crate) fn run(self) -> Polled {
         let ptr = self.into_raw();
         // SAFETY: we own a run-queue reference; the task was NOTIFIED.
-        let polled = unsafe { (ptr.as_ref().vtable.poll)(ptr) };
-        match polled {
-            Polled::Done => (Polled::Done, None),
+        match unsafe { (ptr.as_ref().vtable.poll)(ptr) } {
+            Outcome::Done => Polled::Done,
             // SAFETY: the reference was kept by `poll` for resubmission.
-            Polled::Notified => (Polled::Notified, Some(unsafe { Task::from_raw(ptr) })),
+            Outcome::Notified => Polled::Notified(unsafe { Task::from_raw(ptr) }),
         }
     }
 
@@ -166,66 +195,75 @@ pub(crate) unsafe fn drop_ref(ptr: NonNull<Header>) {
 
 /// Allocate a task for `future`. Returns the run-queue reference and the join
 /// handle.
-pub(crate) fn new_task<F>(future: F, id: u64, shared: Arc<Shared>) -> (Task, JoinHandle<F::Output>)
+pub(crate) fn new_task<F, S>(future: F, id: u64, scheduler: S) -> (Task, JoinHandle<F::Output>)
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
+    S: Schedule,
 {
     let cell = Cell {
         header: Header {
             state: State::new(),
-            vtable: vtable::<F>(),
+            vtable: vtable::<F, S>(),
             id,
-            shared,
             owned_prev: UnsafeCell::new(None),
             owned_next: UnsafeCell::new(None),
             owned_linked: UnsafeCell::new(false),
             join_waker: UnsafeCell::new(None),
         },
+        scheduler,
         stage: UnsafeCell::new(Stage::Running(future)),
     };
-    let mem = alloc::alloc_task(Layout::new::<Cell<F>>()).cast::<Cell<F>>();
-    // SAFETY: fresh memory with `Cell<F>`'s layout.
+    let mem = alloc::alloc_task(Layout::new::<Cell<F, S>>()).cast::<Cell<F, S>>();
+    // SAFETY: fresh memory with `Cell<F, S>`'s layout.
     unsafe { mem.as_ptr().write(cell) };
     let ptr = mem.cast::<Header>();
-    (
-        Task(ptr),
-        JoinHandle {
-            raw: ptr,
-            _p: PhantomData,
-        },
-    )
+    (Task(ptr), JoinHandle::new(ptr))
 }
 
-fn vtable<F: Future + Send + 'static>() -> &'static Vtable
+fn vtable<F, S>() -> &'static Vtable
 where
+    F: Future + Send + 'static,
     F::Output: Send + 'static,
+    S: Schedule,
 {
     &Vtable {
-        poll: poll::<F>,
-        cancel: cancel::<F>,
-        try_read_output: try_read_output::<F>,
-        drop_output: drop_output::<F>,
-        dealloc: dealloc::<F>,
+        poll: poll::<F, S>,
+        schedule: schedule::<F, S>,
+        cancel: cancel::<F, S>,
+        try_read_output: try_read_output::<F, S>,
+        drop_output: drop_output::<F, S>,
+        dealloc: dealloc::<F, S>,
     }
 }
 
 /// # Safety
-/// `ptr` points to a live `Cell<F>`.
-unsafe fn cell<'a, F: Future>(ptr: NonNull<Header>) -> &'a Cell<F> {
+/// `ptr` points to a live `Cell<F, S>`.
+unsafe fn cell<'a, F: Future, S>(ptr: NonNull<Header>) -> &'a Cell<F, S> {
     // SAFETY: `Cell` is repr(C) with the header first; the caller guarantees the type.
-    unsafe { ptr.cast::<Cell<F>>().as_ref() }
+    unsafe { ptr.cast::<Cell<F, S>>().as_ref() }
 }
 
-unsafe fn poll<F: Future>(ptr: NonNull<Header>) -> Polled {
+/// Hand a task that was just notified to its scheduler.
+///
+/// # Safety
+/// `ptr` is a live `Cell<F, S>` and the caller passes on one run-queue reference
+/// (the one `transition_to_notified_*` added).
+unsafe fn schedule<F: Future, S: Schedule>(ptr: NonNull<Header>) {
+    // SAFETY: the caller guarantees the type; the reference keeps it alive.
+    let cell = unsafe { cell::<F, S>(ptr) };
+    cell.scheduler.ready(Task(ptr));
+}
+
+unsafe fn poll<F: Future, S: Schedule>(ptr: NonNull<Header>) -> Outcome {
     // SAFETY: the vtable was built for this `F`; the run-queue reference keeps it alive.
-    let cell = unsafe { cell::<F>(ptr) };
+    let cell = unsafe { cell::<F, S>(ptr) };
     match cell.header.state.transition_to_running() {
         Run::Poll => {}
         Run::Cancel => {
             // SAFETY: RUNNING is ours.
-            unsafe { cancel::<F>(ptr) };
-            return Polled::Done;
+            unsafe { cancel::<F, S>(ptr) };
+            return Outcome::Done;
         }
     }
     // A waker borrowed for the poll: it does not own a reference (the run-queue
@@ -238,6 +276,7 @@ unsafe fn poll<F: Future>(ptr: NonNull<Header>) -> Polled {
             // SAFETY: RUNNING gives exclusive access to the stage; the future is
             // never moved out while `Running` (it lives in the heap cell).
             match unsafe { &mut *stage } {
+                // SAFETY: pinned in the heap cell (see above).
                 Stage::Running(fut) => unsafe { Pin::new_unchecked(fut) }.poll(&mut cx),
                 _ => unreachable!("polled a finished task"),
             }
@@ -252,44 +291,39 @@ unsafe fn poll<F: Future>(ptr: NonNull<Header>) -> Polled {
                 // must be able to find it. The list takes a reference of its own.
                 cell.header.state.ref_inc();
                 // SAFETY: we own the new reference; RUNNING lets us set the flag.
-                if cell
-                    .header
-                    .shared
-                    .owned
-                    .insert(unsafe { Task::from_raw(ptr) })
-                    .is_err()
-                {
-                    // The runtime has shut down: cancel now (`insert` released its
-                    // reference).
+                if let Err(refused) = cell.scheduler.bind(unsafe { Task::from_raw(ptr) }) {
+                    // The runtime has shut down: release the reference it gave
+                    // back, and cancel now.
+                    drop(refused);
                     // SAFETY: still RUNNING.
-                    unsafe { cancel::<F>(ptr) };
-                    return Polled::Done;
+                    unsafe { cancel::<F, S>(ptr) };
+                    return Outcome::Done;
                 }
             }
             match cell.header.state.transition_to_idle() {
                 Idle::Parked => {
                     // SAFETY: the run-queue reference is released here.
                     unsafe { drop_ref(ptr) };
-                    Polled::Done
+                    Outcome::Done
                 }
-                Idle::Notified => Polled::Notified,
+                Idle::Notified => Outcome::Notified,
                 Idle::Cancel => {
                     // SAFETY: still RUNNING.
-                    unsafe { cancel::<F>(ptr) };
-                    Polled::Done
+                    unsafe { cancel::<F, S>(ptr) };
+                    Outcome::Done
                 }
             }
         }
         Ok(Poll::Ready(out)) => {
             // SAFETY: RUNNING is ours.
-            unsafe { complete::<F>(ptr, Ok(out)) };
-            Polled::Done
+            unsafe { complete::<F, S>(ptr, Ok(out)) };
+            Outcome::Done
         }
         Err(payload) => {
             let err = JoinError::panic(cell.header.id, payload);
             // SAFETY: RUNNING is ours.
-            unsafe { complete::<F>(ptr, Err(err)) };
-            Polled::Done
+            unsafe { complete::<F, S>(ptr, Err(err)) };
+            Outcome::Done
         }
     }
 }
@@ -297,9 +331,9 @@ unsafe fn poll<F: Future>(ptr: NonNull<Header>) -> Polled {
 /// Drop the future and complete with `Cancelled`. The caller holds RUNNING and
 /// one reference (run-queue, or on shutdown the owned list's or a queue's),
 /// which this consumes through `complete`.
-unsafe fn cancel<F: Future>(ptr: NonNull<Header>) {
+unsafe fn cancel<F: Future, S: Schedule>(ptr: NonNull<Header>) {
     // SAFETY: caller guarantees the type and RUNNING.
-    let cell = unsafe { cell::<F>(ptr) };
+    let cell = unsafe { cell::<F, S>(ptr) };
     let id = cell.header.id;
     // Dropping a future runs user code (for a goroutine: unwinding its stack).
     let err = match catch_unwind(AssertUnwindSafe(|| {
@@ -310,14 +344,17 @@ unsafe fn cancel<F: Future>(ptr: NonNull<Header>) {
         Err(p) => JoinError::panic(id, p),
     };
     // SAFETY: RUNNING is ours.
-    unsafe { complete::<F>(ptr, Err(err)) };
+    unsafe { complete::<F, S>(ptr, Err(err)) };
 }
 
 /// Store the output, publish COMPLETE, wake the joiner, leave the owned list and
 /// release the run-queue reference.
-unsafe fn complete<F: Future>(ptr: NonNull<Header>, out: Result<F::Output, JoinError>) {
+unsafe fn complete<F: Future, S: Schedule>(
+    ptr: NonNull<Header>,
+    out: Result<F::Output, JoinError>,
+) {
     // SAFETY: caller guarantees the type.
-    let cell = unsafe { cell::<F>(ptr) };
+    let cell = unsafe { cell::<F, S>(ptr) };
     // Storing drops the future first (if still there), which may run user code.
     let _ = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: RUNNING gives exclusive access to the stage.
@@ -325,13 +362,13 @@ unsafe fn complete<F: Future>(ptr: NonNull<Header>, out: Result<F::Output, JoinE
             .with_mut(|s| unsafe { *s = Stage::Finished(out) })
     }));
     let snapshot = cell.header.state.transition_to_complete();
-    if snapshot & state::JOIN_INTEREST == 0 {
+    if !snapshot.is_join_interested() {
         // Nobody will read the output: drop it here.
         let _ = catch_unwind(AssertUnwindSafe(|| {
             // SAFETY: with no JoinHandle, the completer owns the output.
             cell.stage.with_mut(|s| unsafe { *s = Stage::Consumed })
         }));
-    } else if snapshot & state::JOIN_WAKER != 0 {
+    } else if snapshot.has_join_waker() {
         cell.header.join_waker.with(|w| {
             // SAFETY: JOIN_WAKER was set when COMPLETE was published, so the
             // JoinHandle no longer writes the slot.
@@ -340,17 +377,16 @@ unsafe fn complete<F: Future>(ptr: NonNull<Header>, out: Result<F::Output, JoinE
             }
         });
     }
-    let shared = &cell.header.shared;
-    shared.task_completed();
+    cell.scheduler.completed();
     // SAFETY: RUNNING was ours until COMPLETE; only this thread touches the flag
     // now (shutdown clears it under the shard lock when it unlinks a task, and
     // then it is the one completing it).
     let linked = cell.header.owned_linked.with(|l| unsafe { *l });
-    if linked && shared.owned.remove(ptr) {
+    if linked && cell.scheduler.unbind(ptr) {
         // The owned list's reference and the run-queue reference.
         if cell.header.state.ref_dec_n(2) {
             // SAFETY: that was the last reference.
-            unsafe { dealloc::<F>(ptr) };
+            unsafe { dealloc::<F, S>(ptr) };
         }
     } else {
         // Never parked, or shutdown unlinked it and passed us the list's
@@ -360,9 +396,9 @@ unsafe fn complete<F: Future>(ptr: NonNull<Header>, out: Result<F::Output, JoinE
     }
 }
 
-unsafe fn try_read_output<F: Future>(ptr: NonNull<Header>, dst: *mut (), waker: &Waker) {
+unsafe fn try_read_output<F: Future, S>(ptr: NonNull<Header>, dst: *mut (), waker: &Waker) {
     // SAFETY: caller guarantees the type; the JoinHandle's reference keeps it alive.
-    let cell = unsafe { cell::<F>(ptr) };
+    let cell = unsafe { cell::<F, S>(ptr) };
     if !can_read_output(&cell.header, waker) {
         return;
     }
@@ -379,10 +415,10 @@ unsafe fn try_read_output<F: Future>(ptr: NonNull<Header>, dst: *mut (), waker: 
 
 fn can_read_output(h: &Header, waker: &Waker) -> bool {
     let s = h.state.load();
-    if s & state::COMPLETE != 0 {
+    if s.is_complete() {
         return true;
     }
-    let res = if s & state::JOIN_WAKER == 0 {
+    let res = if !s.has_join_waker() {
         set_join_waker(h, waker)
     } else {
         // SAFETY: JOIN_WAKER set and not COMPLETE: the slot is stable; reading it
@@ -400,35 +436,35 @@ fn can_read_output(h: &Header, waker: &Waker) -> bool {
     match res {
         Ok(()) => false,
         Err(s) => {
-            debug_assert!(s & state::COMPLETE != 0);
+            debug_assert!(s.is_complete());
             true
         }
     }
 }
 
-fn set_join_waker(h: &Header, waker: &Waker) -> Result<(), usize> {
+fn set_join_waker(h: &Header, waker: &Waker) -> Result<(), state::Snapshot> {
     // SAFETY: JOIN_WAKER is clear: the JoinHandle owns the slot.
     h.join_waker
         .with_mut(|w| unsafe { *w = Some(waker.clone()) });
     h.state.set_join_waker()
 }
 
-unsafe fn drop_output<F: Future>(ptr: NonNull<Header>) {
+unsafe fn drop_output<F: Future, S>(ptr: NonNull<Header>) {
     // SAFETY: caller guarantees the type.
-    let cell = unsafe { cell::<F>(ptr) };
+    let cell = unsafe { cell::<F, S>(ptr) };
     let _ = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: the JoinHandle saw COMPLETE while dropping its interest: it owns the output.
         cell.stage.with_mut(|s| unsafe { *s = Stage::Consumed })
     }));
 }
 
-unsafe fn dealloc<F: Future>(ptr: NonNull<Header>) {
-    let cell = ptr.cast::<Cell<F>>();
+unsafe fn dealloc<F: Future, S>(ptr: NonNull<Header>) {
+    let cell = ptr.cast::<Cell<F, S>>();
     // SAFETY: last reference: we own the cell; it came from `alloc_task` with
-    // `Cell<F>`'s layout.
+    // `Cell<F, S>`'s layout.
     unsafe {
         ptr::drop_in_place(cell.as_ptr());
-        alloc::free_task(cell.cast(), Layout::new::<Cell<F>>());
+        alloc::free_task(cell.cast(), Layout::new::<Cell<F, S>>());
     }
 }
 
@@ -449,8 +485,8 @@ unsafe fn waker_clone(p: *const ()) -> RawWaker {
 }
 
 unsafe fn waker_wake(p: *const ()) {
-    // Wake through our reference first (it keeps the task, and so `shared`, alive
-    // during `schedule`), then release it.
+    // Wake through our reference first (it keeps the task, and so its scheduler,
+    // alive during `schedule`), then release it.
     // SAFETY: the waker owns one reference, released once, last.
     unsafe {
         waker_wake_by_ref(p);
@@ -461,9 +497,11 @@ unsafe fn waker_wake(p: *const ()) {
 unsafe fn waker_wake_by_ref(p: *const ()) {
     // SAFETY: a waker's pointer is a live task header.
     let ptr = unsafe { NonNull::new_unchecked(p as *mut Header) };
+    // SAFETY: as above: the caller's reference keeps it alive.
     let h = unsafe { ptr.as_ref() };
     if h.state.transition_to_notified_by_ref() == Notify::Submit {
-        h.shared.schedule(Task(ptr), false);
+        // SAFETY: `Submit` gave us a new run-queue reference, passed on here.
+        unsafe { (h.vtable.schedule)(ptr) };
     }
 }
 
@@ -471,207 +509,3 @@ unsafe fn waker_drop(p: *const ()) {
     // SAFETY: the waker owns one reference.
     unsafe { drop_ref(NonNull::new_unchecked(p as *mut Header)) }
 }
-
-// ---- JoinHandle ------------------------------------------------------------
-
-/// An owned permission to wait for a goroutine or task and take its result.
-///
-/// It is a `Future` (`.await` it in async code) and has a blocking
-/// [`join`](JoinHandle::join) that parks the calling goroutine (or the calling OS
-/// thread outside the runtime). Dropping it detaches: the goroutine or task runs
-/// on and its output is dropped.
-pub struct JoinHandle<T> {
-    raw: NonNull<Header>,
-    _p: PhantomData<T>,
-}
-
-// SAFETY: the handle only moves `T` out once it is complete, and `T: Send` is
-// required by every constructor.
-unsafe impl<T: Send> Send for JoinHandle<T> {}
-// SAFETY: `&JoinHandle` only reads the state word.
-unsafe impl<T: Send> Sync for JoinHandle<T> {}
-impl<T> Unpin for JoinHandle<T> {}
-
-impl<T> JoinHandle<T> {
-    fn header(&self) -> &Header {
-        // SAFETY: the handle's reference keeps the task alive.
-        unsafe { self.raw.as_ref() }
-    }
-
-    /// Whether the goroutine or task has finished (returned, panicked or been
-    /// cancelled). Never blocks.
-    pub fn is_finished(&self) -> bool {
-        self.header().state.load() & state::COMPLETE != 0
-    }
-
-    /// The task's id (Go's goroutine id).
-    pub fn id(&self) -> TaskId {
-        TaskId(self.header().id)
-    }
-
-    /// Cancel the task: its future is dropped at the next point where it is not
-    /// running, and the handle yields `Err(JoinError)` with
-    /// [`is_cancelled`](JoinError::is_cancelled). A task that already finished is
-    /// unaffected.
-    ///
-    /// Meant for async tasks. On a goroutine it unwinds the goroutine's stack at
-    /// its current blocking call (running its destructors, as a panic would);
-    /// a goroutine that never blocks is never cancelled.
-    pub fn abort(&self) {
-        let h = self.header();
-        if h.state.transition_to_notified_and_cancel() == Notify::Submit {
-            h.shared.schedule(Task(self.raw), false);
-        }
-    }
-
-    /// Wait for the result, blocking the calling goroutine (only the G parks, the
-    /// M runs other work) or, outside the runtime, the calling thread.
-    ///
-    /// # Panics
-    /// When called from inside an async task (use `.await` there).
-    pub fn join(self) -> Result<T, JoinError> {
-        crate::block_on(self)
-    }
-}
-
-impl<T> Future for JoinHandle<T> {
-    type Output = Result<T, JoinError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut out: Poll<Result<T, JoinError>> = Poll::Pending;
-        // SAFETY: the vtable's output type is `T` (fixed at construction); `out`
-        // is the matching destination.
-        unsafe {
-            (self.header().vtable.try_read_output)(
-                self.raw,
-                &mut out as *mut Poll<Result<T, JoinError>> as *mut (),
-                cx.waker(),
-            )
-        };
-        out
-    }
-}
-
-impl<T> Drop for JoinHandle<T> {
-    fn drop(&mut self) {
-        let h = self.header();
-        let prev = h.state.unset_join_interest();
-        if prev & state::COMPLETE != 0 {
-            // SAFETY: complete, and the interest was ours: the output is ours.
-            unsafe { (h.vtable.drop_output)(self.raw) };
-        }
-        // SAFETY: release the handle's reference.
-        unsafe { drop_ref(self.raw) };
-    }
-}
-
-impl<T> fmt::Debug for JoinHandle<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JoinHandle")
-            .field("id", &self.id())
-            .field("finished", &self.is_finished())
-            .finish()
-    }
-}
-
-// ---- JoinError ---------------------------------------------------------------
-
-/// Why a goroutine or task produced no value: it panicked (the payload is kept)
-/// or it was cancelled (`abort`, or the runtime shut down first).
-pub struct JoinError {
-    id: u64,
-    repr: Repr,
-}
-
-enum Repr {
-    Cancelled,
-    Panic(Box<dyn Any + Send + 'static>),
-}
-
-impl JoinError {
-    pub(crate) fn cancelled(id: u64) -> Self {
-        JoinError {
-            id,
-            repr: Repr::Cancelled,
-        }
-    }
-
-    pub(crate) fn panic(id: u64, payload: Box<dyn Any + Send + 'static>) -> Self {
-        JoinError {
-            id,
-            repr: Repr::Panic(payload),
-        }
-    }
-
-    /// The task was cancelled.
-    pub fn is_cancelled(&self) -> bool {
-        matches!(self.repr, Repr::Cancelled)
-    }
-
-    /// The task panicked.
-    pub fn is_panic(&self) -> bool {
-        matches!(self.repr, Repr::Panic(_))
-    }
-
-    /// The id of the task that failed.
-    pub fn id(&self) -> TaskId {
-        TaskId(self.id)
-    }
-
-    /// The panic payload, or the error back if this is a cancellation. Pass it to
-    /// `std::panic::resume_unwind` to propagate the panic.
-    pub fn try_into_panic(self) -> Result<Box<dyn Any + Send + 'static>, JoinError> {
-        match self.repr {
-            Repr::Panic(p) => Ok(p),
-            Repr::Cancelled => Err(self),
-        }
-    }
-
-    /// The panic payload.
-    ///
-    /// # Panics
-    /// If the task was cancelled rather than panicking.
-    pub fn into_panic(self) -> Box<dyn Any + Send + 'static> {
-        self.try_into_panic()
-            .expect("JoinError::into_panic called on a cancellation")
-    }
-
-    /// The panic message when the payload is a string (`panic!("...")`).
-    pub fn panic_message(&self) -> Option<&str> {
-        match &self.repr {
-            Repr::Panic(p) => p
-                .downcast_ref::<&'static str>()
-                .copied()
-                .or_else(|| p.downcast_ref::<String>().map(|s| s.as_str())),
-            Repr::Cancelled => None,
-        }
-    }
-}
-
-impl fmt::Display for JoinError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.repr {
-            Repr::Cancelled => write!(f, "task {} was cancelled", self.id),
-            Repr::Panic(_) => match self.panic_message() {
-                Some(m) => write!(f, "task {} panicked: {m}", self.id),
-                None => write!(f, "task {} panicked", self.id),
-            },
-        }
-    }
-}
-
-impl fmt::Debug for JoinError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.repr {
-            Repr::Cancelled => write!(f, "JoinError::Cancelled({})", self.id),
-            Repr::Panic(_) => write!(
-                f,
-                "JoinError::Panic({}, {:?})",
-                self.id,
-                self.panic_message()
-            ),
-        }
-    }
-}
-
-impl std::error::Error for JoinError {}

@@ -1,0 +1,42 @@
+//! Runtime configuration, fixed when the runtime is built (`runtime::Builder`
+//! fills it in; the global runtime uses `Config::global`).
+
+use crate::stack::DEFAULT_STACK_SIZE;
+
+/// Go's default thread limit.
+pub const DEFAULT_MAX_THREADS: usize = 10_000;
+
+pub(crate) struct Config {
+    /// Number of Ps (Go's GOMAXPROCS).
+    pub(crate) procs: usize,
+    /// Default goroutine stack size in bytes (already validated by `round_size`).
+    pub(crate) stack_size: usize,
+    /// Most M threads; at least `procs + 1`.
+    pub(crate) max_threads: usize,
+    /// Prefix of the M threads' names.
+    pub(crate) name: String,
+}
+
+impl Config {
+    /// The global runtime's configuration: `GOSCHED_MAXPROCS` Ps (else the
+    /// available parallelism), default stacks and thread limit.
+    pub(crate) fn global() -> Config {
+        let procs = default_procs();
+        Config {
+            procs,
+            stack_size: DEFAULT_STACK_SIZE,
+            max_threads: DEFAULT_MAX_THREADS.max(procs + 1),
+            name: "gosched-global".into(),
+        }
+    }
+}
+
+/// Procs when none is configured: `GOSCHED_MAXPROCS`, else the available
+/// parallelism.
+pub(crate) fn default_procs() -> usize {
+    std::env::var("GOSCHED_MAXPROCS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}

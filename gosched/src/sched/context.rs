@@ -1,0 +1,152 @@
+//! Which runtime, M and P the calling code belongs to.
+//!
+//! Three thread-locals answer it:
+//! - `MACHINE`: on one of our M threads, its `MachineCtx` (the runtime, the P it
+//!   holds, whether a poll is running). Installed by `mstart` for the thread's
+//!   life.
+//! - `ENTERED`: on a plain thread inside `Runtime::block_on` (or teardown), the
+//!   runtime it entered (`EnterGuard`).
+//! - otherwise the lazily built global runtime (`global`).
+//!
+//! Every accessor that reads a thread-local is `#[inline(never)]`: a goroutine may
+//! resume on another OS thread (the opt-in migrating mode, and today's default),
+//! so a thread-local address must be recomputed on every call rather than cached
+//! by the optimiser across a suspension point.
+//!
+//! A runtime call made from inside a poll needs the P in RUNNING: `with_current_p`
+//! CASes USER→RUNNING around the call (see `status.rs`), and hands the caller
+//! `None` when sysmon retook the P, so every runtime call has a P-less path.
+
+use std::cell::Cell;
+use std::ptr;
+use std::sync::OnceLock;
+
+use super::config::Config;
+use super::machine::MachineCtx;
+use super::processor::Processor;
+use super::status::{self, EnterRuntime};
+use super::Shared;
+use crate::loom::sync::Arc;
+
+thread_local! {
+    /// The M context of the calling thread, if it is one of our Ms.
+    static MACHINE: Cell<*const MachineCtx> = const { Cell::new(ptr::null()) };
+    /// The runtime entered by `Runtime::block_on` on a plain thread.
+    static ENTERED: Cell<*const Shared> = const { Cell::new(ptr::null()) };
+}
+
+/// The calling thread's M context, if it is an M.
+#[inline(never)]
+pub(crate) fn current() -> Option<&'static MachineCtx> {
+    let p = MACHINE.with(|m| m.get());
+    // SAFETY: the context lives on the M's thread stack for the whole time the
+    // pointer is installed (`set_machine` in `mstart`), and is only used on that
+    // thread.
+    unsafe { p.as_ref() }
+}
+
+/// `mstart`: install (or, with null, remove) the calling M's context.
+pub(crate) fn set_machine(ctx: *const MachineCtx) {
+    MACHINE.with(|m| m.set(ctx));
+}
+
+/// The global runtime (started on first use, never torn down).
+pub(crate) fn global() -> &'static Arc<Shared> {
+    static GLOBAL: OnceLock<Arc<Shared>> = OnceLock::new();
+    GLOBAL.get_or_init(|| Shared::new(Config::global()))
+}
+
+/// Run `f` with the runtime the calling code belongs to: the M's, else the one
+/// entered by `Runtime::block_on`, else the global runtime.
+#[inline(never)]
+pub(crate) fn with_current<R>(f: impl FnOnce(&Arc<Shared>) -> R) -> R {
+    if let Some(ctx) = current() {
+        return f(&ctx.shared);
+    }
+    let entered = ENTERED.with(|e| e.get());
+    if !entered.is_null() {
+        // SAFETY: `EnterGuard` keeps the runtime alive while it is entered, and
+        // `arc()` gives an owned handle for the call.
+        let shared = unsafe { &*entered }.arc();
+        return f(&shared);
+    }
+    f(global())
+}
+
+/// Marks the calling plain thread as inside a runtime until dropped.
+pub(crate) struct EnterGuard {
+    prev: *const Shared,
+    _rt: Arc<Shared>,
+}
+
+impl EnterGuard {
+    pub(crate) fn new(shared: &Arc<Shared>) -> Self {
+        let prev = ENTERED.with(|e| e.replace(Arc::as_ptr(shared)));
+        EnterGuard {
+            prev,
+            _rt: shared.clone(),
+        }
+    }
+}
+
+impl Drop for EnterGuard {
+    fn drop(&mut self) {
+        ENTERED.with(|e| e.set(self.prev));
+    }
+}
+
+/// Run `f` with the P this thread holds, if it is one of `shared`'s Ms and holds
+/// one. Inside a poll (status USER) this CASes USER→RUNNING first and restores
+/// USER after; if sysmon retook the P, the M is P-less from then on and `f` gets
+/// `None` (every runtime call has a P-less path).
+#[inline]
+pub(crate) fn with_current_p<R>(shared: &Shared, f: impl FnOnce(Option<&Processor>) -> R) -> R {
+    let Some(ctx) = current() else {
+        return f(None);
+    };
+    if !ptr::eq(Arc::as_ptr(&ctx.shared), shared) {
+        return f(None);
+    }
+    let Some(pi) = ctx.p.get() else {
+        return f(None);
+    };
+    let p = &shared.procs[pi];
+    match p.status.enter_runtime() {
+        EnterRuntime::Nested => f(Some(p)),
+        EnterRuntime::Entered => {
+            let r = f(Some(p));
+            p.status.store(status::USER);
+            r
+        }
+        EnterRuntime::Retaken => {
+            ctx.p.set(None);
+            f(None)
+        }
+    }
+}
+
+/// `with_current` and `with_current_p` with one thread-local lookup: `f` gets
+/// the current runtime and, if this thread is one of its Ms holding a P, the P.
+#[inline(never)]
+pub(crate) fn with_current_and_p<R>(f: impl FnOnce(&Arc<Shared>, Option<&Processor>) -> R) -> R {
+    match current() {
+        Some(ctx) => {
+            let shared = &ctx.shared;
+            with_current_p(shared, |p| f(shared, p))
+        }
+        None => with_current(|shared| f(shared, None)),
+    }
+}
+
+/// True while a task's poll runs on the calling M (goroutine or async task).
+pub(crate) fn in_poll() -> bool {
+    current().is_some_and(|c| c.in_poll.get())
+}
+
+/// `yield_now`: the current task, woken by itself, goes to the global queue
+/// after this poll instead of the local one (Go's `Gosched`).
+pub(crate) fn mark_yield() {
+    if let Some(ctx) = current() {
+        ctx.yielded.set(true);
+    }
+}

@@ -1,0 +1,152 @@
+//! The global run queue (Go's `sched.runq`).
+//!
+//! It holds Gs readied without a P (foreign threads, P-less Ms, `yield_now`),
+//! overflow from full local rings (half a ring per batch), and the tasks of
+//! `yield_now` (Go's Gosched). It lives in `Sched`, under the scheduler lock that
+//! also guards the idle lists (`idle.rs`): an M dropping its P re-checks this
+//! queue under that lock, so a push cannot slip between its check and its
+//! `pidleput` (Go's `findRunnable` does the same under `sched.lock`).
+//!
+//! `Shared::global_len` mirrors the length for lock-free "anything there?"
+//! checks; it is written under the lock (Release) and read without it
+//! (Acquire). A reader that sees 0 may miss a push in flight: every such reader
+//! either re-checks under the lock (dropping a P) or is covered by the pusher's
+//! `wakep` (`ready.rs`).
+//!
+//! After teardown starts the queue is *closed*: a push cancels the task on the
+//! spot (nothing will run it), so no task is lost silently.
+
+use std::collections::VecDeque;
+use std::ptr::NonNull;
+
+use super::processor::Processor;
+use super::runq;
+use super::task::{Header, Task};
+use super::{Sched, Shared};
+use crate::loom::lock;
+use crate::loom::sync::atomic::Ordering::*;
+
+/// The queue itself; every access holds the scheduler lock.
+pub(crate) struct GlobalQueue {
+    tasks: VecDeque<Task>,
+    /// Set by teardown: tasks pushed from then on are cancelled by the pusher.
+    closed: bool,
+}
+
+impl GlobalQueue {
+    pub(crate) fn new() -> Self {
+        GlobalQueue {
+            tasks: VecDeque::new(),
+            closed: false,
+        }
+    }
+}
+
+impl Shared {
+    /// Length of the global queue, without the lock (a snapshot).
+    #[inline]
+    pub(crate) fn global_len(&self) -> usize {
+        self.global_len.load(Acquire)
+    }
+
+    /// Push one task (cancelled at once if the queue is closed).
+    pub(crate) fn global_push(&self, task: Task) {
+        let mut s = lock(&self.sched);
+        if s.global.closed {
+            // Shut down: nothing will run it; complete it as cancelled.
+            drop(s);
+            task.shutdown();
+            return;
+        }
+        s.global.tasks.push_back(task);
+        self.global_len.store(s.global.tasks.len(), Release);
+    }
+
+    /// `global_push` followed by `globrunqget` into `p`'s ring, under one lock
+    /// (the yield path: `p` has nothing queued).
+    pub(crate) fn global_push_and_refill(&self, task: Task, p: &Processor) {
+        let mut s = lock(&self.sched);
+        if s.global.closed {
+            drop(s);
+            task.shutdown();
+            return;
+        }
+        s.global.tasks.push_back(task);
+        // Go's batch, all of it into the ring in queue order; find_runnable pops
+        // the first next.
+        for _ in 0..self.global_batch(s.global.tasks.len(), 0) {
+            let t = s.global.tasks.pop_front().expect("len checked");
+            // SAFETY: the caller owns `p` (RUNNING) and its ring is empty, so the
+            // at most 128 tasks fit.
+            unsafe { p.runqput_tail(t, |_| unreachable!("ring had room")) };
+        }
+        self.global_len.store(s.global.tasks.len(), Release);
+    }
+
+    /// Push a batch that overflowed a local ring (raw run-queue references).
+    pub(crate) fn global_push_batch(&self, batch: Vec<NonNull<Header>>) {
+        // SAFETY: ring items are owned task references.
+        let tasks = batch.into_iter().map(|p| unsafe { Task::from_raw(p) });
+        let mut s = lock(&self.sched);
+        if s.global.closed {
+            drop(s);
+            tasks.for_each(Task::shutdown);
+            return;
+        }
+        s.global.tasks.extend(tasks);
+        self.global_len.store(s.global.tasks.len(), Release);
+    }
+
+    /// Take a batch from the global queue for `p` (Go's `globrunqget`): run the
+    /// first, put the rest in `p`'s ring. `max` 0 = no limit beyond Go's.
+    pub(crate) fn globrunqget(&self, p: &Processor, max: usize) -> Option<Task> {
+        if self.global_len() == 0 {
+            return None;
+        }
+        let mut s = lock(&self.sched);
+        self.globrunqget_locked(&mut s, p, max)
+    }
+
+    /// How many Gs a P takes from a global queue of `len` (Go's `globrunqget`):
+    /// its fair share `len/procs + 1`, at most `max` (0: no limit) and half a ring.
+    fn global_batch(&self, len: usize, max: usize) -> usize {
+        let n = (len / self.procs.len() + 1).min(len);
+        let n = if max > 0 { n.min(max) } else { n };
+        n.min(runq::CAPACITY / 2)
+    }
+
+    /// `globrunqget` with the scheduler lock held (the M dropping its P).
+    pub(crate) fn globrunqget_locked(
+        &self,
+        s: &mut Sched,
+        p: &Processor,
+        max: usize,
+    ) -> Option<Task> {
+        let len = s.global.tasks.len();
+        if len == 0 {
+            return None;
+        }
+        let n = self.global_batch(len, max);
+        let first = s.global.tasks.pop_front();
+        let mut spill = Vec::new();
+        for _ in 1..n {
+            let t = s.global.tasks.pop_front().expect("len checked");
+            // SAFETY: the caller owns `p` (RUNNING).
+            unsafe { p.runqput_tail(t, |b| spill.extend(b)) };
+        }
+        // SAFETY: overflowed items are owned references.
+        s.global
+            .tasks
+            .extend(spill.into_iter().map(|x| unsafe { Task::from_raw(x) }));
+        self.global_len.store(s.global.tasks.len(), Release);
+        first
+    }
+
+    /// Teardown: close the queue and take everything in it.
+    pub(crate) fn global_close_and_drain(&self) -> Vec<Task> {
+        let mut s = lock(&self.sched);
+        s.global.closed = true;
+        self.global_len.store(0, Release);
+        s.global.tasks.drain(..).collect()
+    }
+}

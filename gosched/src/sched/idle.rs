@@ -1,0 +1,194 @@
+//! Idle Ps, idle Ms and the spinning count: who sleeps, and who gets woken.
+//!
+//! # State
+//!
+//! - `Sched::idle.ps`: Ps nobody holds (status IDLE), LIFO. `Shared::npidle`
+//!   mirrors its length for lock-free reads.
+//! - `Sched::idle.ms`: parked Ms waiting for `startm` to hand them a P through
+//!   `Machine::nextp`.
+//! - `Shared::nmspinning`: Ms that hold a P and look for work to steal.
+//!
+//! Both lists live under the scheduler lock (`Shared::sched`, shared with the
+//! global queue, see `global.rs`); `npidle` and `nmspinning` are atomics whose
+//! every change goes through a method below, so the transitions can be read in
+//! one place:
+//!
+//! | transition | method | who |
+//! |---|---|---|
+//! | P idle → held | `pidleget` (npidle −1, status RUNNING) | `wakep`, an M re-acquiring, the watcher |
+//! | P held → idle | `pidleput` (npidle +1, status IDLE) | an M with nothing to do, `newm` failing |
+//! | M not spinning → spinning | `spinning_begin` / `wakep`'s claim (0→1) | `find_runnable` step 6, `wakep`, the watcher |
+//! | M spinning → not spinning | `spinning_end` | found work (`resetspinning`), gave up, exit |
+//!
+//! # The lost-wake-up protocol (Go's proc.go, "Worker thread parking/unparking")
+//!
+//! A submitter (spawn, wake, timer) (1) publishes the work on a queue, (2)
+//! issues a StoreLoad barrier, (3) if Ps are idle and `nmspinning == 0`, calls
+//! `wakep` (`Shared::wake_wanted`, below). A spinning M that finds nothing
+//! (1) releases its P, (2) decrements `nmspinning` (an RMW: the StoreLoad
+//! barrier), (3) re-checks the global queue and every P's queue; if anything is
+//! there it takes an idle P back and spins again (`machine.rs`, steps 7–8).
+//! Either the submitter sees `nmspinning == 0` and wakes an M, or the M's
+//! re-check sees the work: no wake-up is lost. All counter operations are SeqCst
+//! and the two sides' barriers are explicit `fence(SeqCst)`s (loom treats SeqCst
+//! loads and stores as AcqRel, so the fences are what the models check).
+//!
+//! `wakep` starts at most one spinning M at a time: it claims `nmspinning` 0 → 1
+//! by CAS, then, under one scheduler lock, takes an idle P and an idle M (Go's
+//! `startm` does `pidleget` and `mget` together); with no idle M it uses the
+//! runnext watcher (`ready.rs`), else starts a new thread (`newm`). A spinning M
+//! that finds work stops spinning and, if it was the last spinner, calls `wakep`
+//! again (`resetspinning`), so a burst of work fans out one M at a time.
+
+use super::machine::{newm, Machine};
+use super::status;
+use super::{Sched, Shared};
+use crate::loom::lock;
+use crate::loom::sync::atomic::Ordering::*;
+use crate::loom::sync::Arc;
+
+/// Idle Ps and Ms; every access holds the scheduler lock.
+pub(crate) struct IdleLists {
+    ps: Vec<usize>,
+    ms: Vec<Arc<Machine>>,
+}
+
+impl IdleLists {
+    /// Every P starts idle; the last one is taken first (LIFO).
+    pub(crate) fn new(procs: usize) -> Self {
+        IdleLists {
+            ps: (0..procs).rev().collect(),
+            ms: Vec::new(),
+        }
+    }
+}
+
+impl Shared {
+    // ---- Ps ----------------------------------------------------------------------
+
+    /// Take an idle P (caller holds the scheduler lock). The P is ours: RUNNING.
+    pub(crate) fn pidleget(&self, s: &mut Sched) -> Option<usize> {
+        let p = s.idle.ps.pop()?;
+        self.npidle.fetch_sub(1, SeqCst);
+        self.procs[p].status.store(status::RUNNING);
+        Some(p)
+    }
+
+    /// `pidleget` under its own lock.
+    pub(crate) fn acquire_idle_p(&self) -> Option<usize> {
+        let mut s = lock(&self.sched);
+        self.pidleget(&mut s)
+    }
+
+    /// Put a P on the idle list (caller holds the lock and owns the P).
+    pub(crate) fn pidleput(&self, s: &mut Sched, p: usize) {
+        debug_assert!(!self.procs[p].has_work(), "idle P with queued work");
+        self.procs[p].status.store(status::IDLE);
+        s.idle.ps.push(p);
+        self.npidle.fetch_add(1, SeqCst);
+    }
+
+    /// `pidleput` under its own lock.
+    pub(crate) fn release_p(&self, p: usize) {
+        let mut s = lock(&self.sched);
+        self.pidleput(&mut s, p);
+    }
+
+    /// Idle Ps (a snapshot).
+    #[inline]
+    pub(crate) fn idle_ps(&self) -> usize {
+        self.npidle.load(SeqCst)
+    }
+
+    // ---- spinning ----------------------------------------------------------------
+
+    /// Spinning Ms (a snapshot).
+    #[inline]
+    pub(crate) fn spinning_ms(&self) -> usize {
+        self.nmspinning.load(SeqCst)
+    }
+
+    /// An M holding a P starts spinning.
+    #[inline]
+    pub(crate) fn spinning_begin(&self) {
+        self.nmspinning.fetch_add(1, SeqCst);
+    }
+
+    /// An M stops spinning; returns how many spun before (this M included).
+    #[inline]
+    pub(crate) fn spinning_end(&self) -> usize {
+        let prev = self.nmspinning.fetch_sub(1, SeqCst);
+        debug_assert!(prev > 0, "nmspinning underflow");
+        prev
+    }
+
+    /// May one more M spin? At most half of the busy Ps' worth do (Go's rule:
+    /// spinning Ms burn CPU that busy Ps could use).
+    #[inline]
+    pub(crate) fn may_spin(&self) -> bool {
+        let busy = self.procs.len() - self.idle_ps();
+        2 * self.spinning_ms() < busy
+    }
+
+    /// The submitter's test, after its StoreLoad barrier: an idle P and nobody
+    /// spinning means nobody will look at the new work unless we wake an M.
+    #[inline]
+    pub(crate) fn wake_wanted(&self) -> bool {
+        self.npidle.load(Relaxed) != 0 && self.nmspinning.load(Relaxed) == 0
+    }
+
+    // ---- Ms ------------------------------------------------------------------------
+
+    /// Put an M on the idle list unless the runtime is shutting down.
+    pub(crate) fn midleput(&self, m: Arc<Machine>) -> bool {
+        let mut s = lock(&self.sched);
+        if self.shutdown.load(Acquire) {
+            return false;
+        }
+        debug_assert!(
+            !s.idle.ms.iter().any(|x| Arc::ptr_eq(x, &m)),
+            "M put on the idle list twice"
+        );
+        s.idle.ms.push(m);
+        true
+    }
+
+    /// Shutdown: take every idle M (to wake it for exit).
+    pub(crate) fn drain_idle_ms(&self) -> Vec<Arc<Machine>> {
+        lock(&self.sched).idle.ms.drain(..).collect()
+    }
+
+    /// Go's `wakep`: if nobody spins, start a spinning M on an idle P. The P and
+    /// the M are taken under one lock (Go's `startm`).
+    pub(crate) fn wakep(&self) {
+        if self.shutdown.load(Relaxed) {
+            return;
+        }
+        // Claim the one spinner `wakep` may start: nmspinning 0 → 1.
+        if self.nmspinning.load(SeqCst) != 0
+            || self
+                .nmspinning
+                .compare_exchange(0, 1, SeqCst, SeqCst)
+                .is_err()
+        {
+            return;
+        }
+        let (p, m) = {
+            let mut s = lock(&self.sched);
+            match self.pidleget(&mut s) {
+                Some(p) => (p, s.idle.ms.pop()),
+                None => {
+                    drop(s);
+                    self.spinning_end();
+                    return;
+                }
+            }
+        };
+        // No idle M: the runnext watcher is idle too, use it rather than a new
+        // thread.
+        match m.or_else(|| self.take_watcher()) {
+            Some(m) => m.start(p, true),
+            None => newm(self.arc(), p, true),
+        }
+    }
+}

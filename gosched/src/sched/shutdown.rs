@@ -1,0 +1,59 @@
+//! Shutdown: stop the Ms, then cancel everything that is left.
+//!
+//! `begin_shutdown` sets `Shared::shutdown` and wakes every parked M (idle list,
+//! timer sleeper, runnext watcher); each M sees the flag at the top of
+//! `find_runnable`, gives its P back and exits (`runtime::shutdown` waits for
+//! `live_ms` to reach 0). Then `teardown`, on the dropping thread, with no M
+//! left: it closes the owned list and the global queue, so that from here on a
+//! task pushed to the global queue (a wake from a foreign thread, a spawn) is
+//! cancelled by whoever pushes it, and a task reaching its first park is
+//! cancelled by its poll; then it cancels every queued and every parked task and
+//! frees timers and cached stacks.
+
+use super::task::Task;
+use super::Shared;
+use crate::loom::lock;
+use crate::loom::sync::atomic::Ordering::*;
+
+impl Shared {
+    /// Stop scheduling: wake every parked M so it exits.
+    pub(crate) fn begin_shutdown(&self) {
+        self.shutdown.store(true, SeqCst);
+        for m in self.drain_idle_ms() {
+            m.parker.wake();
+        }
+        if let Some(m) = &*lock(&self.sleeper) {
+            m.parker.wake();
+        }
+        if let Some(m) = &*lock(&self.watcher) {
+            m.parker.wake();
+        }
+    }
+
+    /// After every M stopped: cancel every task (parked ones from the owned list,
+    /// runnable ones from the queues), free timers and cached stacks.
+    pub(crate) fn teardown(&self) {
+        self.owned.close();
+        self.global_close_and_drain()
+            .into_iter()
+            .for_each(Task::shutdown);
+        for p in self.procs.iter() {
+            p.drain().into_iter().for_each(Task::shutdown);
+        }
+        // Cancelling runs destructors (goroutine stacks unwind), which may wake
+        // or spawn: those are cancelled on the spot (closed queue), so one pass
+        // over the parked tasks finishes the job.
+        while let Some(t) = self.owned.pop() {
+            t.shutdown();
+        }
+        for p in self.procs.iter() {
+            p.timers.clear();
+            // SAFETY: no M runs any more: this thread is the only user of every P.
+            unsafe { p.local().stacks.drain(&self.stacks) };
+        }
+        // Free the stacks' memory now; the slabs are unmapped when the last
+        // handle to the runtime (a JoinHandle, a waker) is gone.
+        self.stacks.trim();
+        self.global_timers.clear();
+    }
+}
