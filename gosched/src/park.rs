@@ -201,7 +201,7 @@ mod loom_tests {
                 let idle = s.idle_ms.lock().unwrap().pop();
                 match idle {
                     Some(p) => p.wake(),
-                    // startm with no idle M creates one: model it by running the work here.
+                    // wakep with no idle M creates one: model it by running the work here.
                     None => {
                         s.take();
                     }

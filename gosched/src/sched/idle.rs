@@ -4,7 +4,7 @@
 //!
 //! - `Sched::idle.ps`: Ps nobody holds (status IDLE), LIFO. `Shared::npidle`
 //!   mirrors its length for lock-free reads.
-//! - `Sched::idle.ms`: parked Ms waiting for `startm` to hand them a P through
+//! - `Sched::idle.ms`: parked Ms waiting for `wakep` to hand them a P through
 //!   `Machine::nextp`.
 //! - `Shared::nmspinning`: Ms that hold a P and look for work to steal.
 //!

@@ -448,7 +448,7 @@ impl MachineCtx {
     }
 
     /// P-less and idle: be the timer sleeper if timers are pending and nobody else
-    /// is, otherwise park on the idle-M list until `startm` hands us a P.
+    /// is, otherwise park on the idle-M list until `wakep` hands us a P.
     fn park_idle(&self) {
         let shared = &*self.shared;
         let next = shared.next_timer();

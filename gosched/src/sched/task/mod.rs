@@ -32,6 +32,8 @@ use std::ptr::{self, NonNull};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
 mod join;
+#[cfg(test)]
+mod tests;
 pub(crate) mod state;
 
 pub use join::{JoinError, JoinHandle};

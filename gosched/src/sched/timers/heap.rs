@@ -3,7 +3,8 @@
 //! sift-down scan within one or two cache lines.
 //!
 //! Removal is lazy, as in Go: a stopped timer stays in the heap, marked, until it
-//! reaches the top, where `pop_expired` discards it.
+//! reaches the top and is popped (its entry is then skipped by `Timers::run_due`),
+//! or until `Timers::add` compacts the heap with `retain`.
 
 pub(crate) struct Heap<T> {
     items: Vec<(u64, T)>,
@@ -42,7 +43,7 @@ impl<T> Heap<T> {
         top
     }
 
-    /// Remove every item for which `dead` holds, then rebuild (used when most of
+    /// Keep only the items for which `keep` holds, then rebuild (used when most of
     /// the heap is stopped timers).
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
         self.items.retain(|e| keep(&e.1));

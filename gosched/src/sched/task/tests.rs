@@ -1,0 +1,1 @@
+//! The task harness alone, on a test scheduler (no runtime): see `Schedule`.
