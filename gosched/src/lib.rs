@@ -22,6 +22,8 @@
 
 #![warn(missing_debug_implementations, rust_2018_idioms)]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+// Under loom the crate is a model harness: only the models use the scheduler.
+#![cfg_attr(loom, allow(dead_code, unused_imports))]
 
 mod loom;
 mod park;
@@ -34,7 +36,6 @@ pub mod chan;
 pub mod coro;
 #[cfg(not(loom))]
 pub mod runtime;
-#[cfg(not(loom))]
 pub(crate) mod sched;
 #[cfg(not(loom))]
 pub mod sync;
@@ -47,10 +48,6 @@ pub mod time;
 #[cfg(loom)]
 #[path = "chan/loom_mod.rs"]
 pub(crate) mod chan;
-/// Under loom only the lock-free parts of the scheduler are compiled and modelled.
-#[cfg(loom)]
-#[path = "sched/loom_mod.rs"]
-pub(crate) mod sched;
 /// ... and the core of `sync` (the wait queue and the mutex hand-off protocol).
 #[cfg(loom)]
 #[path = "sync/loom_mod.rs"]

@@ -9,13 +9,9 @@
 //! thread parker itself also remembers an early unpark. Spurious OS wake-ups are
 //! absorbed by the loop around the token.
 
-use std::task::Wake;
-#[cfg(not(loom))]
-use std::{
-    future::Future,
-    pin::pin,
-    task::{Context, Poll, Waker},
-};
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Wake, Waker};
 
 use crate::loom::sync::atomic::{AtomicBool, Ordering::*};
 use crate::loom::thread::{self, Thread};
@@ -78,7 +74,6 @@ impl Parker {
     }
 
     /// Owner only: consume a pending wake without blocking.
-    #[cfg(not(loom))]
     fn try_take(&self) -> bool {
         self.token.swap(false, Acquire)
     }
@@ -101,9 +96,13 @@ thread_local! {
 }
 
 /// Poll `fut` on the calling (plain) thread, parking it while pending.
-#[cfg(not(loom))]
 pub(crate) fn block_on_thread<F: Future>(fut: F) -> F::Output {
+    #[cfg(not(loom))]
     let parker = THREAD_PARKER.with(|p| p.clone());
+    // loom: a fresh parker per call (std thread-locals are shared by the model's
+    // threads).
+    #[cfg(loom)]
+    let parker = std::sync::Arc::new(Parker::new());
     let waker = Waker::from(parker.clone());
     let mut cx = Context::from_waker(&waker);
     let mut fut = pin!(fut);
@@ -114,7 +113,8 @@ pub(crate) fn block_on_thread<F: Future>(fut: F) -> F::Output {
         // A counterpart is often only microseconds away (a channel rendezvous
         // with another thread): spin, then yield, before paying for a futex sleep
         // and wake-up (crossbeam's Backoff does the same).
-        let mut step = 0u32;
+        // (loom explores every interleaving anyway: there, just park.)
+        let mut step = if cfg!(loom) { 10 } else { 0u32 };
         while !parker.try_take() {
             if step < 7 {
                 for _ in 0..1u32 << step {

@@ -54,12 +54,12 @@ use std::task::{Context, Poll, Waker};
 
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
-use crate::loom::sync::Arc;
 use crate::sched::context::{self, with_current, with_current_and_p};
 use crate::sched::{task::JoinError, task::JoinHandle, Shared};
 use crate::stack::overflow::{self, CurrentGoroutine};
 use crate::stack::{self, Stack};
 pub use crate::stack::{StackError, DEFAULT_STACK_SIZE};
+use std::sync::Arc;
 
 struct GoroutineCtx {
     yielder: Cell<*const Yielder<(), ()>>,

@@ -8,13 +8,13 @@
 //! returns their stacks.
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::coro::{self, Go, SpawnError};
-use crate::loom::sync::Arc;
 use crate::sched::config::{default_procs, Config};
 use crate::sched::context::{self, EnterGuard};
 use crate::sched::{task::JoinHandle, Shared};
+use std::sync::Arc;
 
 pub use crate::sched::config::DEFAULT_MAX_THREADS;
 
@@ -182,43 +182,7 @@ fn shutdown(shared: &Arc<Shared>, timeout: Option<Duration>) -> bool {
              goroutines or tasks; drop it from the thread that owns it"
         );
     }
-    shared.begin_shutdown();
-    let deadline = timeout.map(|t| Instant::now() + t);
-    {
-        let mut live = shared.live_ms.lock().unwrap_or_else(|e| e.into_inner());
-        while *live > 0 {
-            match deadline {
-                None => {
-                    live = shared
-                        .ms_exited
-                        .wait(live)
-                        .unwrap_or_else(|e| e.into_inner())
-                }
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        return false;
-                    }
-                    live = shared
-                        .ms_exited
-                        .wait_timeout(live, d - now)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
-                }
-            }
-        }
-    }
-    for h in shared
-        .threads
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .drain(..)
-    {
-        let _ = h.join();
-    }
-    let _enter = EnterGuard::new(shared);
-    shared.teardown();
-    true
+    shared.shutdown_and_wait(timeout)
 }
 
 // ---- introspection ---------------------------------------------------------------

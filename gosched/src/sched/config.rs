@@ -1,6 +1,7 @@
 //! Runtime configuration, fixed when the runtime is built (`runtime::Builder`
 //! fills it in; the global runtime uses `Config::global`).
 
+#[cfg(not(loom))]
 use crate::stack::DEFAULT_STACK_SIZE;
 
 /// Go's default thread limit.
@@ -20,6 +21,7 @@ pub(crate) struct Config {
 impl Config {
     /// The global runtime's configuration: `GOSCHED_MAXPROCS` Ps (else the
     /// available parallelism), default stacks and thread limit.
+    #[cfg(not(loom))]
     pub(crate) fn global() -> Config {
         let procs = default_procs();
         Config {

@@ -19,20 +19,29 @@
 
 use std::cell::Cell;
 use std::ptr;
-use std::sync::OnceLock;
 
+#[cfg(not(loom))]
 use super::config::Config;
 use super::machine::MachineCtx;
 use super::processor::Processor;
 use super::status::{self, EnterRuntime};
 use super::Shared;
-use crate::loom::sync::Arc;
+use std::sync::Arc;
 
-thread_local! {
+#[cfg(not(loom))]
+std::thread_local! {
     /// The M context of the calling thread, if it is one of our Ms.
     static MACHINE: Cell<*const MachineCtx> = const { Cell::new(ptr::null()) };
     /// The runtime entered by `Runtime::block_on` on a plain thread.
     static ENTERED: Cell<*const Shared> = const { Cell::new(ptr::null()) };
+}
+
+// loom runs every model thread on one OS thread: its own thread-locals keep them
+// apart.
+#[cfg(loom)]
+loom::thread_local! {
+    static MACHINE: Cell<*const MachineCtx> = Cell::new(ptr::null());
+    static ENTERED: Cell<*const Shared> = Cell::new(ptr::null());
 }
 
 /// The calling thread's M context, if it is an M.
@@ -45,14 +54,25 @@ pub(crate) fn current() -> Option<&'static MachineCtx> {
     unsafe { p.as_ref() }
 }
 
-/// `mstart`: install (or, with null, remove) the calling M's context.
-pub(crate) fn set_machine(ctx: *const MachineCtx) {
+/// `mstart`: install the calling M's context until the guard is dropped.
+pub(crate) fn install_machine(ctx: &MachineCtx) -> MachineGuard {
     MACHINE.with(|m| m.set(ctx));
+    MachineGuard(())
+}
+
+/// Removes the M context installed by `install_machine` (also on unwinding).
+pub(crate) struct MachineGuard(());
+
+impl Drop for MachineGuard {
+    fn drop(&mut self) {
+        MACHINE.with(|m| m.set(ptr::null()));
+    }
 }
 
 /// The global runtime (started on first use, never torn down).
+#[cfg(not(loom))]
 pub(crate) fn global() -> &'static Arc<Shared> {
-    static GLOBAL: OnceLock<Arc<Shared>> = OnceLock::new();
+    static GLOBAL: std::sync::OnceLock<Arc<Shared>> = std::sync::OnceLock::new();
     GLOBAL.get_or_init(|| Shared::new(Config::global()))
 }
 
@@ -70,7 +90,10 @@ pub(crate) fn with_current<R>(f: impl FnOnce(&Arc<Shared>) -> R) -> R {
         let shared = unsafe { &*entered }.arc();
         return f(&shared);
     }
-    f(global())
+    #[cfg(not(loom))]
+    return f(global());
+    #[cfg(loom)]
+    panic!("a loom model must enter its runtime (EnterGuard) before using it");
 }
 
 /// Marks the calling plain thread as inside a runtime until dropped.

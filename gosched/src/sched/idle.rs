@@ -45,7 +45,7 @@ use super::status;
 use super::{Sched, Shared};
 use crate::loom::lock;
 use crate::loom::sync::atomic::Ordering::*;
-use crate::loom::sync::Arc;
+use std::sync::Arc;
 
 /// Idle Ps and Ms; every access holds the scheduler lock.
 pub(crate) struct IdleLists {

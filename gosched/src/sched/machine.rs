@@ -42,7 +42,7 @@
 
 use std::cell::Cell;
 use std::ptr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::context;
 use super::processor::{fastrand, Processor};
@@ -52,8 +52,9 @@ use super::timers::{now_ns, NEVER};
 use super::Shared;
 use crate::loom::lock;
 use crate::loom::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering::*};
-use crate::loom::sync::Arc;
+use crate::loom::thread;
 use crate::park::Parker;
+use std::sync::Arc;
 
 /// One G from the global queue every this many schedule ticks (Go: 61).
 const GLOBAL_FAIRNESS_TICK: u32 = 61;
@@ -74,7 +75,10 @@ impl Machine {
     /// Hand this idle M the P `p` and wake it.
     pub(crate) fn start(&self, p: usize, spinning: bool) {
         self.next_spinning.store(spinning, Relaxed);
-        self.nextp.store(p, Release);
+        // A swap, not a store: it also checks that nobody handed this M a P
+        // it has not taken yet (and loom orders it as a read-modify-write).
+        let prev = self.nextp.swap(p, Release);
+        debug_assert_eq!(prev, NO_P, "an idle M was handed two Ps");
         self.parker.wake();
     }
 
@@ -116,7 +120,7 @@ pub(crate) fn newm(shared: Arc<Shared>, p: usize, spinning: bool) {
     if n >= shared.config.max_threads {
         // Go aborts the process here; we keep running on the Ms we have (the work
         // stays queued and the existing Ms find it) and say so once.
-        static WARNED: AtomicBool = AtomicBool::new(false);
+        static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
         if !WARNED.swap(true, Relaxed) {
             eprintln!(
                 "gosched: runtime reached max_threads ({}); not starting another M. \
@@ -127,26 +131,35 @@ pub(crate) fn newm(shared: Arc<Shared>, p: usize, spinning: bool) {
         giveback(&shared);
         return;
     }
-    *shared.live_ms.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+    *lock(&shared.live_ms) += 1;
     let s2 = shared.clone();
-    let res = std::thread::Builder::new()
+    let res = thread::Builder::new()
         .name(format!("{}-m{n}", shared.config.name))
         .spawn(move || mstart(s2, p, spinning));
     match res {
-        Ok(h) => shared
-            .threads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(h),
+        Ok(h) => lock(&shared.threads).push(h),
         Err(e) => {
             eprintln!("gosched: cannot start an M thread: {e}");
-            *shared.live_ms.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+            *lock(&shared.live_ms) -= 1;
             giveback(&shared);
         }
     }
 }
 
+/// Counts an M's exit however its thread ends (a panic that escapes the
+/// schedule loop included), so that shutdown never waits for a dead M.
+struct ExitGuard(Arc<Shared>);
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        *lock(&self.0.live_ms) -= 1;
+        self.0.ms_exited.notify_all();
+    }
+}
+
 fn mstart(shared: Arc<Shared>, p: usize, spinning: bool) {
+    let _exit = ExitGuard(shared.clone());
+    #[cfg(not(loom))]
     crate::stack::overflow::ensure_thread_altstack();
     let ctx = MachineCtx {
         shared: shared.clone(),
@@ -160,13 +173,23 @@ fn mstart(shared: Arc<Shared>, p: usize, spinning: bool) {
         yielded: Cell::new(false),
         in_poll: Cell::new(false),
     };
-    context::set_machine(&ctx);
+    // Uninstalled before `ctx` is dropped (declared after it).
+    let _installed = context::install_machine(&ctx);
     ctx.schedule();
-    context::set_machine(ptr::null());
-    drop(ctx);
-    let mut live = shared.live_ms.lock().unwrap_or_else(|e| e.into_inner());
-    *live -= 1;
-    shared.ms_exited.notify_all();
+}
+
+/// A thief's pause before taking a running victim's `runnext` (under loom, one
+/// yield: the victim gets to run, or not, in every interleaving).
+fn runnext_steal_wait() {
+    #[cfg(not(loom))]
+    {
+        let until = std::time::Instant::now() + RUNNEXT_STEAL_DELAY;
+        while std::time::Instant::now() < until {
+            std::hint::spin_loop();
+        }
+    }
+    #[cfg(loom)]
+    thread::yield_now();
 }
 
 impl MachineCtx {
@@ -413,10 +436,7 @@ impl MachineCtx {
                         // G we saw. (Go re-checks only the pointer, so in a
                         // ping-pong it steals the partner readied a moment later.)
                         let execs = v.execs.load(Acquire);
-                        let until = Instant::now() + RUNNEXT_STEAL_DELAY;
-                        while Instant::now() < until {
-                            std::hint::spin_loop();
-                        }
+                        runnext_steal_wait();
                         if v.execs.load(Acquire) != execs {
                             continue;
                         }

@@ -19,6 +19,11 @@
 //! | `shutdown.rs` | stopping the Ms, cancelling what is left |
 //! | `alloc.rs` | task memory from per-thread size-class caches |
 //! | `config.rs` | the runtime's fixed configuration |
+//! | `loom_runtime.rs` | loom models of the whole scheduler (`--cfg loom`) |
+//!
+//! `Shared` is held in a std `Arc` also under loom (loom's has no `Weak` and no
+//! `self: &Arc<Self>` receivers); everything inside it uses the `crate::loom`
+//! shim, so loom models every atomic, lock, thread and park of the scheduler.
 
 pub(crate) mod alloc;
 pub(crate) mod config;
@@ -36,12 +41,17 @@ pub(crate) mod syscall;
 pub(crate) mod task;
 pub(crate) mod timers;
 
-use std::sync::{Condvar, Weak};
+#[cfg(all(test, loom))]
+mod loom_runtime;
+
+use std::sync::Weak;
 
 use crossbeam_utils::CachePadded;
 
 use crate::loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
-use crate::loom::sync::{Arc, Mutex};
+use crate::loom::sync::{Condvar, Mutex};
+use crate::loom::thread::JoinHandle;
+#[cfg(not(loom))]
 use crate::stack::StackPool;
 use config::Config;
 use global::GlobalQueue;
@@ -49,6 +59,7 @@ use idle::IdleLists;
 use machine::Machine;
 use owned::OwnedTasks;
 use processor::Processor;
+use std::sync::Arc;
 use timers::Timers;
 
 /// One runtime: everything its Ms share.
@@ -72,7 +83,9 @@ pub(crate) struct Shared {
     nmspinning: AtomicUsize,
     /// Tasks that have parked at least once (shutdown cancels them).
     pub(crate) owned: OwnedTasks,
-    /// This runtime's goroutine stacks (P caches refill from it).
+    /// This runtime's goroutine stacks (P caches refill from it). Not under
+    /// loom: the models run async tasks only.
+    #[cfg(not(loom))]
     pub(crate) stacks: StackPool,
     /// The timer heap of P-less callers (plain threads, Ms whose P was retaken).
     pub(crate) global_timers: Timers,
@@ -101,12 +114,12 @@ pub(crate) struct Shared {
     pub(crate) coprimes: Box<[usize]>,
     /// Live M threads, under this lock; `runtime::shutdown` waits on `ms_exited`
     /// until it is 0. Every M decrements it on exit (`mstart`).
-    pub(crate) live_ms: std::sync::Mutex<usize>,
+    pub(crate) live_ms: Mutex<usize>,
     pub(crate) ms_exited: Condvar,
     /// M threads started (for their names and the `max_threads` cap).
     pub(crate) nthreads: AtomicUsize,
     /// Join handles of the M threads, joined by `runtime::shutdown`.
-    pub(crate) threads: std::sync::Mutex<Vec<std::thread::JoinHandle<()>>>,
+    pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
     /// Ourselves, for the `Arc` a new M or a task needs.
     me: Weak<Shared>,
 }
@@ -119,6 +132,7 @@ pub(crate) struct Sched {
 
 impl Shared {
     pub(crate) fn new(config: Config) -> Arc<Shared> {
+        #[cfg(not(loom))]
         crate::stack::overflow::install_overflow_handler();
         let n = config.procs;
         Arc::new_cyclic(|me| Shared {
@@ -133,6 +147,7 @@ impl Shared {
             npidle: AtomicUsize::new(n),
             nmspinning: AtomicUsize::new(0),
             owned: OwnedTasks::new(n),
+            #[cfg(not(loom))]
             stacks: StackPool::new(),
             global_timers: Timers::new(),
             sleeper_until: AtomicU64::new(0),
@@ -144,10 +159,10 @@ impl Shared {
             pless_spawned: AtomicU64::new(0),
             pless_completed: AtomicU64::new(0),
             coprimes: (1..=n).filter(|&c| gcd(c, n) == 1).collect(),
-            live_ms: std::sync::Mutex::new(0),
+            live_ms: Mutex::new(0),
             ms_exited: Condvar::new(),
             nthreads: AtomicUsize::new(0),
-            threads: std::sync::Mutex::new(Vec::new()),
+            threads: Mutex::new(Vec::new()),
             me: me.clone(),
             config,
         })

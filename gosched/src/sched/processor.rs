@@ -26,6 +26,7 @@ use super::task::{Header, Task};
 use super::timers::Timers;
 use crate::loom::cell::UnsafeCell;
 use crate::loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering::*};
+#[cfg(not(loom))]
 use crate::stack::StackCache;
 
 pub(crate) struct Processor {
@@ -46,6 +47,7 @@ pub(crate) struct Processor {
 
 /// State only the owning M touches (status RUNNING).
 pub(crate) struct Local {
+    #[cfg(not(loom))]
     pub(crate) stacks: StackCache,
     pub(crate) rng: u64,
     pub(crate) id_next: u64,
@@ -78,6 +80,7 @@ impl Processor {
             completed: AtomicU64::new(0),
             timers: Timers::new(),
             local: UnsafeCell::new(Local {
+                #[cfg(not(loom))]
                 stacks: StackCache::new(),
                 rng: 0x9E37_79B9_7F4A_7C15 ^ (id as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
                 id_next: 0,

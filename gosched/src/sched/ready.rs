@@ -52,7 +52,7 @@ use super::task::{self, Header, JoinHandle, Task};
 use super::Shared;
 use crate::loom::lock;
 use crate::loom::sync::atomic::{fence, Ordering::*};
-use crate::loom::sync::Arc;
+use std::sync::Arc;
 
 /// How often the runnext watcher looks at the Ps (a G readied into `runnext`
 /// behind a poll that goes on is stolen within two periods).

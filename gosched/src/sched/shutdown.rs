@@ -10,12 +10,50 @@
 //! cancelled by its poll; then it cancels every queued and every parked task and
 //! frees timers and cached stacks.
 
+use std::time::{Duration, Instant};
+
+use super::context::EnterGuard;
 use super::task::Task;
 use super::Shared;
 use crate::loom::lock;
 use crate::loom::sync::atomic::Ordering::*;
+use std::sync::Arc;
 
 impl Shared {
+    /// Stop the runtime: wake the Ms, wait up to `timeout` (`None`: for ever) for
+    /// them to finish the polls they are in and exit, then `teardown`. False if
+    /// some M was still inside a poll when the time ran out (it is left running
+    /// detached, and nothing is torn down). The caller is not one of our Ms.
+    pub(crate) fn shutdown_and_wait(self: &Arc<Self>, timeout: Option<Duration>) -> bool {
+        self.begin_shutdown();
+        let deadline = timeout.map(|t| Instant::now() + t);
+        {
+            let mut live = lock(&self.live_ms);
+            while *live > 0 {
+                live = match deadline {
+                    None => self.ms_exited.wait(live).unwrap_or_else(|e| e.into_inner()),
+                    Some(d) => {
+                        let now = Instant::now();
+                        if now >= d {
+                            return false;
+                        }
+                        self.ms_exited
+                            .wait_timeout(live, d - now)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0
+                    }
+                };
+            }
+        }
+        let threads: Vec<_> = lock(&self.threads).drain(..).collect();
+        for h in threads {
+            let _ = h.join();
+        }
+        let _enter = EnterGuard::new(self);
+        self.teardown();
+        true
+    }
+
     /// Stop scheduling: wake every parked M so it exits.
     pub(crate) fn begin_shutdown(&self) {
         self.shutdown.store(true, SeqCst);
@@ -49,10 +87,14 @@ impl Shared {
         for p in self.procs.iter() {
             p.timers.clear();
             // SAFETY: no M runs any more: this thread is the only user of every P.
-            unsafe { p.local().stacks.drain(&self.stacks) };
+            #[cfg(not(loom))]
+            unsafe {
+                p.local().stacks.drain(&self.stacks)
+            };
         }
         // Free the stacks' memory now; the slabs are unmapped when the last
         // handle to the runtime (a JoinHandle, a waker) is gone.
+        #[cfg(not(loom))]
         self.stacks.trim();
         self.global_timers.clear();
     }

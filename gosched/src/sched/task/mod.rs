@@ -32,9 +32,9 @@ use std::ptr::{self, NonNull};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
 mod join;
+pub(crate) mod state;
 #[cfg(test)]
 mod tests;
-pub(crate) mod state;
 
 pub use join::{JoinError, JoinHandle};
 
@@ -50,6 +50,12 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
     /// The task parks for the first time: keep the reference in `task` so that
     /// shutdown can find it (Go's `allgs`). `Err` gives it back: the scheduler is
     /// shut down, and the caller cancels the task.
+    ///
+    /// On `Ok` the implementation sets the header's `owned_linked` flag (under
+    /// the lock that guards its list; the caller holds RUNNING, which also covers
+    /// the flag): `poll` binds only while it is clear, and `complete` calls
+    /// `unbind` only while it is set. An implementation that takes a bound task
+    /// back out (shutdown) clears it, or else its `unbind` returns false.
     fn bind(&self, task: Task) -> Result<(), Task>;
     /// The task completed: forget it. True if it was bound and the scheduler's
     /// reference now belongs to the caller; false if it was never bound, or

