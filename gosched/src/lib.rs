@@ -17,8 +17,9 @@
 //! assert_eq!(h.join().unwrap(), 42);
 //! ```
 //!
-//! See `ARCHITECTURE.md` for the design and `coro` for the goroutine/thread-local
-//! caveat.
+//! See `docs/ARCHITECTURE.md` in the repository for the design (module layers,
+//! where each protocol lives, the wake-up path) and `coro` for the
+//! goroutine/thread-local caveat.
 
 #![warn(missing_debug_implementations, rust_2018_idioms)]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
