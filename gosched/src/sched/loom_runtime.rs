@@ -40,10 +40,14 @@ fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
 const PREEMPTIONS: usize = 0;
 
 fn runtime() -> Arc<Shared> {
+    runtime_with(2, 2)
+}
+
+fn runtime_with(procs: usize, max_threads: usize) -> Arc<Shared> {
     Shared::new(Config {
-        procs: 2,
+        procs,
         stack_size: 0,
-        max_threads: 2,
+        max_threads,
         name: "loom".into(),
     })
 }
@@ -66,8 +70,19 @@ fn shutdown(rt: Arc<Shared>) {
 /// the Ms go idle and park: the wake (global queue + `wakep`) must reach an M.
 #[test]
 fn foreign_wake_while_ms_park() {
-    model(PREEMPTIONS, || {
-        let rt = runtime();
+    model(PREEMPTIONS, || foreign_wake(runtime()));
+}
+
+/// The same on one P and one M with a preemption: the foreign thread's push +
+/// `wakep_if_idle` races the M's drop-P → stop spinning → re-check → park, the
+/// heart of the lost-wake-up protocol (`idle.rs`), at any point of either side.
+#[test]
+fn foreign_wake_races_the_last_m_parking() {
+    model(1, || foreign_wake(runtime_with(1, 2)));
+}
+
+fn foreign_wake(rt: Arc<Shared>) {
+    {
         let enter = EnterGuard::new(&rt);
         let slot: Arc<Mutex<Option<Waker>>> = Arc::new(Mutex::new(None));
         let parked_note = Arc::new(Notify::new());
@@ -85,20 +100,19 @@ fn foreign_wake_while_ms_park() {
                 Poll::Pending
             }),
         );
-        let waker = thread::spawn(move || {
+        let waker = thread::spawn(move || loop {
+            // loom's `Notify` may wake spuriously: check the slot.
             parked_note.wait();
-            let w = slot
-                .lock()
-                .unwrap()
-                .take()
-                .expect("the task left its waker");
-            w.wake();
+            if let Some(w) = slot.lock().unwrap().take() {
+                w.wake();
+                return;
+            }
         });
         assert_eq!(block_on_thread(h).unwrap(), 7);
         waker.join().unwrap();
         drop(enter);
         shutdown(rt);
-    });
+    }
 }
 
 /// Task A spawns B (into A's P's `runnext`, a lazy put that wakes nobody while
