@@ -114,6 +114,7 @@ impl Shared {
     /// Make a notified task runnable (Go's `ready`; the waker's and `abort`'s
     /// path): into the current P's `runnext` when called on one of our Ms holding
     /// a P, else onto the global queue; then the wake policy.
+    #[inline]
     pub(crate) fn ready(&self, task: Task) {
         let put = with_current_p(self, |p| match p {
             // SAFETY: owner of `p` (RUNNING).

@@ -95,11 +95,27 @@ struct Vtable {
     dealloc: unsafe fn(NonNull<Header>),
 }
 
+/// One task's allocation. The task pointer (`NonNull<Header>`) points at
+/// `header`, not at the cell: the scheduler handle comes first so that it shares
+/// the first cache line (blocks are 64-byte aligned, `alloc.rs`) with the state
+/// word and the vtable — a wake from another thread touches that line only.
 #[repr(C)]
 struct Cell<F: Future, S> {
-    header: Header,
     scheduler: S,
+    header: Header,
     stage: UnsafeCell<Stage<F>>,
+}
+
+impl<F: Future, S> Cell<F, S> {
+    const HEADER_OFFSET: usize = std::mem::offset_of!(Cell<F, S>, header);
+
+    /// The cell of the task whose header is at `ptr`.
+    fn from_header(ptr: NonNull<Header>) -> NonNull<Cell<F, S>> {
+        // SAFETY: every `NonNull<Header>` of a task points `HEADER_OFFSET` bytes
+        // into its `Cell<F, S>` allocation (`new_task`), so stepping back stays
+        // inside it.
+        unsafe { ptr.byte_sub(Self::HEADER_OFFSET) }.cast()
+    }
 }
 
 enum Stage<F: Future> {
@@ -225,7 +241,9 @@ where
     let mem = alloc::alloc_task(Layout::new::<Cell<F, S>>()).cast::<Cell<F, S>>();
     // SAFETY: fresh memory with `Cell<F, S>`'s layout.
     unsafe { mem.as_ptr().write(cell) };
-    let ptr = mem.cast::<Header>();
+    // SAFETY: in bounds of the allocation just written; derived from `mem`, so it
+    // keeps the whole allocation's provenance (`from_header` steps back).
+    let ptr = unsafe { mem.byte_add(Cell::<F, S>::HEADER_OFFSET) }.cast::<Header>();
     (Task(ptr), JoinHandle::new(ptr))
 }
 
@@ -248,8 +266,8 @@ where
 /// # Safety
 /// `ptr` points to a live `Cell<F, S>`.
 unsafe fn cell<'a, F: Future, S>(ptr: NonNull<Header>) -> &'a Cell<F, S> {
-    // SAFETY: `Cell` is repr(C) with the header first; the caller guarantees the type.
-    unsafe { ptr.cast::<Cell<F, S>>().as_ref() }
+    // SAFETY: the caller guarantees the type; the task is alive.
+    unsafe { Cell::<F, S>::from_header(ptr).as_ref() }
 }
 
 /// Hand a task that was just notified to its scheduler.
@@ -467,7 +485,7 @@ unsafe fn drop_output<F: Future, S>(ptr: NonNull<Header>) {
 }
 
 unsafe fn dealloc<F: Future, S>(ptr: NonNull<Header>) {
-    let cell = ptr.cast::<Cell<F, S>>();
+    let cell = Cell::<F, S>::from_header(ptr);
     // SAFETY: last reference: we own the cell; it came from `alloc_task` with
     // `Cell<F, S>`'s layout.
     unsafe {
