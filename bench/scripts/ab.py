@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Interleaved A/B of two gosched-bench binaries (e.g. before/after a change).
+
+usage: ab.py BIN_A BIN_B [--reps N] [--procs P] [--rows w1:gosched-go,w3:gosched-async,...]
+
+Runs `BIN run <workload> <impl> <procs> <size>` alternately A, B, A, B, ... N times per
+row (each run its own process), and prints the median of each side, the ratio B/A, and
+the min/max, as a markdown table. Interleaving makes slow drifts of the machine hit both
+sides alike; compare only rows measured in the same invocation.
+"""
+import json, statistics, subprocess, sys
+
+SIZES = {"w1": 1_000_000, "w2": 1_000_000, "w3": 1_000_000, "w4": 1_000_000,
+         "w5": 10_000_000, "w5-0": 10_000_000, "w7": 100_000}
+DEFAULT_ROWS = [(w, i) for w in ["w1", "w2", "w3", "w4", "w5", "w5-0", "w7"]
+                for i in ["gosched-go", "gosched-async"]]
+
+
+def unit(w, size, ns):
+    # ms for whole-run workloads, ns per unit where the workload is a rate
+    if w in ("w3",):
+        return ns / size, "ns/rt"
+    if w in ("w5", "w5-0"):
+        return ns / size, "ns/msg"
+    if w == "w4":
+        return ns / size, "ns/yield-unit"
+    return ns / 1e6, "ms"
+
+
+def main():
+    args = sys.argv[1:]
+    a, b = args[0], args[1]
+    reps, procs, rows = 5, 2, DEFAULT_ROWS
+    it = iter(args[2:])
+    for x in it:
+        if x == "--reps":
+            reps = int(next(it))
+        elif x == "--procs":
+            procs = int(next(it))
+        elif x == "--rows":
+            rows = [tuple(r.split(":")) for r in next(it).split(",")]
+    print(f"| row | A median | B median | B/A | A min–max | B min–max |")
+    print("|---|--:|--:|--:|--:|--:|")
+    for w, imp in rows:
+        size = SIZES[w]
+        res = {a: [], b: []}
+        for _ in range(reps):
+            for binary in (a, b):
+                out = subprocess.run([binary, "run", w, imp, str(procs), str(size)],
+                                     capture_output=True, text=True, timeout=120)
+                line = [l for l in out.stdout.splitlines() if l.startswith("{")]
+                if not line:
+                    print(f"{w} {imp} {binary}: no result: {out.stderr[-300:]}", file=sys.stderr)
+                    continue
+                res[binary].append(json.loads(line[-1])["elapsed_ns"])
+        ma, mb = statistics.median(res[a]), statistics.median(res[b])
+        va, u = unit(w, size, ma)
+        vb, _ = unit(w, size, mb)
+        lo_a, hi_a = unit(w, size, min(res[a]))[0], unit(w, size, max(res[a]))[0]
+        lo_b, hi_b = unit(w, size, min(res[b]))[0], unit(w, size, max(res[b]))[0]
+        print(f"| {w} {imp} ({u}) | {va:.1f} | {vb:.1f} | {mb / ma:.2f}× | {lo_a:.1f}–{hi_a:.1f} | {lo_b:.1f}–{hi_b:.1f} |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
