@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Interleaved A/B of two gosched-bench binaries (e.g. before/after a change).
 
-usage: ab.py BIN_A BIN_B [--reps N] [--procs P] [--rows w1:gosched-go,w3:gosched-async,...]
+usage: ab.py BIN_A BIN_B [--reps N] [--procs P] [--rows w1:gosched-go,...] [--sorted]
 
 Runs `BIN run <workload> <impl> <procs> <size>` alternately A, B, A, B, ... N times per
 row (each run its own process), and prints the median of each side, the ratio B/A, and
-the min/max, as a markdown table. Interleaving makes slow drifts of the machine hit both
+the min/max, as a markdown table; `--sorted` also prints every run of each side,
+sorted (for bimodal rows, compare the modes, not only the medians). Interleaving makes slow drifts of the machine hit both
 sides alike; compare only rows measured in the same invocation.
 """
 import json, statistics, subprocess, sys
@@ -30,13 +31,15 @@ def unit(w, size, ns):
 def main():
     args = sys.argv[1:]
     a, b = args[0], args[1]
-    reps, procs, rows = 5, 2, DEFAULT_ROWS
+    reps, procs, rows, show = 5, 2, DEFAULT_ROWS, False
     it = iter(args[2:])
     for x in it:
         if x == "--reps":
             reps = int(next(it))
         elif x == "--procs":
             procs = int(next(it))
+        elif x == "--sorted":
+            show = True
         elif x == "--rows":
             rows = [tuple(r.split(":")) for r in next(it).split(",")]
     print(f"| row | A median | B median | B/A | A min–max | B min–max |")
@@ -53,6 +56,7 @@ def main():
                     print(f"{w} {imp} {binary}: no result: {out.stderr[-300:]}", file=sys.stderr)
                     continue
                 res[binary].append(json.loads(line[-1])["elapsed_ns"])
+                # (runs alternate A, B within each repetition)
         ma, mb = statistics.median(res[a]), statistics.median(res[b])
         va, u = unit(w, size, ma)
         vb, _ = unit(w, size, mb)
@@ -60,6 +64,10 @@ def main():
         lo_b, hi_b = unit(w, size, min(res[b]))[0], unit(w, size, max(res[b]))[0]
         print(f"| {w} {imp} ({u}) | {va:.1f} | {vb:.1f} | {mb / ma:.2f}× | {lo_a:.1f}–{hi_a:.1f} | {lo_b:.1f}–{hi_b:.1f} |",
               flush=True)
+        if show:
+            for name, side in (("A", a), ("B", b)):
+                runs = " ".join(f"{unit(w, size, x)[0]:.1f}" for x in sorted(res[side]))
+                print(f"|  {name} runs | {runs} | | | | |", flush=True)
 
 
 if __name__ == "__main__":
