@@ -48,7 +48,7 @@
 use std::fmt;
 use std::future::Future;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod core;
 mod error;
@@ -168,7 +168,7 @@ macro_rules! send_methods {
 
         /// Send, giving up after `timeout` (the value comes back in the error).
         pub fn send_timeout(&self, value: T, timeout: Duration) -> Result<(), SendTimeoutError<T>> {
-            let deadline = Instant::now() + timeout;
+            let deadline = crate::sched::timers::deadline_after(timeout);
             let mut fut = std::pin::pin!(self.send_async(value));
             let mut sleep = std::pin::pin!(crate::sched::timers::sleep_until(deadline));
             crate::block_on(std::future::poll_fn(|cx| {
@@ -230,7 +230,7 @@ macro_rules! recv_methods {
 
         /// Receive, giving up after `timeout`.
         pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
-            let deadline = Instant::now() + timeout;
+            let deadline = crate::sched::timers::deadline_after(timeout);
             let mut fut = std::pin::pin!(self.recv_async());
             let mut sleep = std::pin::pin!(crate::sched::timers::sleep_until(deadline));
             crate::block_on(std::future::poll_fn(|cx| {

@@ -44,6 +44,8 @@ use std::task::{Context, Poll};
 #[cfg(not(loom))]
 use std::time::{Duration, Instant};
 
+use crate::sched::timers::deadline_after;
+
 use super::core::{
     Inner, Park, Waiter, CLOSED, DONE, SEL_CANCELLED, SEL_RETRY, SEL_WAITING, WAITING,
 };
@@ -592,7 +594,7 @@ impl<'a> Select<'a> {
 
     /// Like `select`, giving up with [`Selected::Timeout`] after `timeout`.
     pub fn select_timeout(&mut self, timeout: Duration) -> Selected {
-        crate::block_on(SelectFut::new(&mut self.arms, false).deadline(Instant::now() + timeout))
+        crate::block_on(SelectFut::new(&mut self.arms, false).deadline(deadline_after(timeout)))
     }
 
     /// The async form of `select`; dropping it loses nothing.
@@ -620,7 +622,7 @@ pub fn __select_blocking(
 ) -> Selected {
     let fut = SelectFut::new(arms, default);
     match after {
-        Some(d) => crate::block_on(fut.deadline(Instant::now() + d)),
+        Some(d) => crate::block_on(fut.deadline(deadline_after(d))),
         None => crate::block_on(fut),
     }
 }
@@ -635,7 +637,7 @@ pub fn __select_future<'s, 'a>(
 ) -> SelectFut<'s, 'a> {
     let fut = SelectFut::new(arms, default);
     match after {
-        Some(d) => fut.deadline(Instant::now() + d),
+        Some(d) => fut.deadline(deadline_after(d)),
         None => fut,
     }
 }

@@ -34,7 +34,7 @@ pub fn sleep(d: Duration) {
 
 /// A future that completes once `d` has passed, on the runtime's timers.
 pub fn sleep_async(d: Duration) -> Sleep {
-    sleep_until(Instant::now() + d)
+    sleep_until(crate::sched::timers::deadline_after(d))
 }
 
 // ---- timeout, after, tick ----------------------------------------------------------
@@ -110,6 +110,9 @@ pub fn tick(period: Duration) -> Ticker {
         !period.is_zero(),
         "gosched::time::tick: period must be non-zero"
     );
+    // `Duration::MAX` and other huge periods saturate (see `deadline_after`), so
+    // neither the first deadline nor the catch-up arithmetic below overflows.
+    let period = period.min(crate::sched::timers::MAX_WAIT);
     let ch = crate::chan(1);
     let stopped = Arc::new(AtomicBool::new(false));
     let (tx, stop) = (ch.clone(), stopped.clone());

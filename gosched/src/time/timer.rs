@@ -44,10 +44,6 @@ use std::time::{Duration, Instant};
 use super::sleep_until;
 use crate::{Chan, JoinHandle};
 
-/// Longer durations are clamped to this (about 100 years): beyond it a deadline
-/// would not fit the timers' nanosecond clock.
-const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-
 type Func = Arc<dyn Fn() + Send + Sync + 'static>;
 
 /// A single-shot timer (Go's `time.Timer`): delivers the time on its channel
@@ -159,7 +155,7 @@ impl Inner {
     fn arm(self: &Arc<Self>, st: &mut State, d: Duration) {
         st.gen = st.gen.wrapping_add(1);
         let gen = st.gen;
-        let deadline = Instant::now() + d.min(MAX_DURATION);
+        let deadline = crate::sched::timers::deadline_after(d);
         st.deadline = Some(deadline);
         let weak: Weak<Inner> = Arc::downgrade(self);
         st.task = Some(crate::spawn(async move {

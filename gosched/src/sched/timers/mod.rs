@@ -31,7 +31,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::OnceLock;
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::context::with_current_and_p;
 use super::Shared;
@@ -65,6 +65,18 @@ pub(crate) fn now_ns() -> u64 {
 
 pub(crate) fn instant_to_ns(t: Instant) -> u64 {
     t.saturating_duration_since(epoch()).as_nanos() as u64
+}
+
+/// The longest wait a deadline stands for (100 years). Longer durations —
+/// `Duration::MAX` is Rust's idiom for "no timeout" — saturate to it, so that
+/// `now + d` never overflows (Go saturates its maximum duration too) and the
+/// deadline stays far inside the nanosecond clock's range (~584 years).
+pub(crate) const MAX_WAIT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// The deadline `d` from now, saturated at `MAX_WAIT`: every API that takes a
+/// duration (sleep, timeouts, select's `after`, Timer) computes it here.
+pub(crate) fn deadline_after(d: Duration) -> Instant {
+    Instant::now() + d.min(MAX_WAIT)
 }
 
 /// The `Instant` of `ns` on this clock (models arm timers at model-clock times).
