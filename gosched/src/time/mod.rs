@@ -32,9 +32,16 @@ pub fn sleep(d: Duration) {
     }
 }
 
-/// A future that completes once `d` has passed, on the runtime's timers.
+/// A future that completes once `d` has passed, on the runtime's timers. For
+/// `d > 0` it returns `Pending` at least once (Go: `Sleep(d > 0)` always parks),
+/// so a loop of tiny sleeps lets the rest of its P run.
 pub fn sleep_async(d: Duration) -> Sleep {
-    sleep_until(crate::sched::timers::deadline_after(d))
+    let deadline = crate::sched::timers::deadline_after(d);
+    if d.is_zero() {
+        sleep_until(deadline)
+    } else {
+        crate::sched::timers::park_until(deadline)
+    }
 }
 
 // ---- timeout, after, tick ----------------------------------------------------------
@@ -119,7 +126,9 @@ pub fn tick(period: Duration) -> Ticker {
     crate::spawn(async move {
         let mut next = Instant::now() + period;
         while !stop.load(Acquire) {
-            sleep_until(next).await;
+            // Parks even when `next` has passed (a period shorter than a
+            // round of this loop): ticks are then dropped, not spun for.
+            crate::sched::timers::park_until(next).await;
             if stop.load(Acquire) {
                 break;
             }

@@ -202,11 +202,25 @@ impl Shared {
     }
 }
 
-/// A future that completes at `deadline`.
+/// A future that completes at `deadline` (at once if it has passed).
 pub fn sleep_until(deadline: Instant) -> Sleep {
     Sleep {
         deadline,
         entry: None,
+        must_park: false,
+    }
+}
+
+/// Like `sleep_until`, but returns `Pending` at least once even if `deadline`
+/// has passed by its first poll: a sleep of `d > 0` always parks, as Go's
+/// `time.Sleep` does (a G woken by itself goes to the back of its P's queue),
+/// so `loop { sleep(1 ns) }` and a ticker faster than its consumer let the rest
+/// of their P run.
+pub(crate) fn park_until(deadline: Instant) -> Sleep {
+    Sleep {
+        deadline,
+        entry: None,
+        must_park: true,
     }
 }
 
@@ -217,6 +231,8 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 pub struct Sleep {
     deadline: Instant,
     entry: Option<Arc<TimerEntry>>,
+    /// Return `Pending` once even if the deadline has passed (`park_until`).
+    must_park: bool,
 }
 
 impl Sleep {
@@ -250,8 +266,15 @@ impl Future for Sleep {
             None => {
                 let when = instant_to_ns(self.deadline);
                 if when <= now_ns() {
+                    if std::mem::take(&mut self.must_park) {
+                        // Due already: park once anyway, as a yield (woken by
+                        // ourselves, we go to the back of the local queue).
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
                     return Poll::Ready(());
                 }
+                self.must_park = false;
                 let entry = Arc::new(TimerEntry {
                     state: AtomicU8::new(ARMED),
                     waker: Mutex::new(Some(cx.waker().clone())),
