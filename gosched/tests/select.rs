@@ -607,3 +607,58 @@ fn empty_select_with_default_and_after() {
     let r: Result<(), SendError<()>> = select! { send(a, ()) -> r => r, default => Ok(()) };
     assert!(r.is_ok());
 }
+
+/// Go registers a parked select's cases in random order, so that cases on one
+/// channel win equally often even when the select parks before any is ready
+/// (issue 18, item 4). Three receive arms (then three send arms) on one
+/// rendezvous channel: the select parks, then the partner arrives.
+#[test]
+fn same_channel_arms_of_a_parked_select_win_uniformly() {
+    const ROUNDS: usize = 3_000;
+    let mut cx = Context::from_waker(Waker::noop());
+    let ch = gosched::chan::<usize>(0);
+    let mut wins = [0usize; 3];
+    for round in 0..ROUNDS {
+        let (mut a, mut b, mut c) = (ch.recv_arm(), ch.recv_arm(), ch.recv_arm());
+        let mut sel = Select::new();
+        sel.arm(&mut a);
+        sel.arm(&mut b);
+        sel.arm(&mut c);
+        let mut fut = pin!(sel.select_async());
+        assert!(
+            fut.as_mut().poll(&mut cx).is_pending(),
+            "nothing is ready yet"
+        );
+        ch.try_send(round).expect("a receiver is parked");
+        let Poll::Ready(Selected::Arm(k)) = fut.as_mut().poll(&mut cx) else {
+            panic!("the parked select did not complete");
+        };
+        wins[k] += 1;
+    }
+    let mut send_wins = [0usize; 3];
+    for _ in 0..ROUNDS {
+        let (mut a, mut b, mut c) = (ch.send_arm(0), ch.send_arm(1), ch.send_arm(2));
+        let mut sel = Select::new();
+        sel.arm(&mut a);
+        sel.arm(&mut b);
+        sel.arm(&mut c);
+        let mut fut = pin!(sel.select_async());
+        assert!(
+            fut.as_mut().poll(&mut cx).is_pending(),
+            "nothing is ready yet"
+        );
+        let v = ch.try_recv().expect("a sender is parked");
+        let Poll::Ready(Selected::Arm(k)) = fut.as_mut().poll(&mut cx) else {
+            panic!("the parked select did not complete");
+        };
+        assert_eq!(v, k, "the value came from the winning arm");
+        send_wins[k] += 1;
+    }
+    for w in wins.iter().chain(send_wins.iter()) {
+        let share = *w as f64 / ROUNDS as f64;
+        assert!(
+            (share - 1.0 / 3.0).abs() <= 0.05,
+            "a case won {share:.3} of the rounds (recv {wins:?}, send {send_wins:?})"
+        );
+    }
+}

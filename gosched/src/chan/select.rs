@@ -394,28 +394,26 @@ impl<'s, 'a> SelectFut<'s, 'a> {
 
     /// Pass 1 in a random order. The index of the arm that completed.
     fn poll_arms(&mut self) -> Option<usize> {
-        let n = self.arms.len();
-        if n == 0 {
-            return None;
-        }
-        let mut small = [0u32; 64];
-        let mut big = Vec::new();
-        let order: &mut [u32] = if n <= small.len() {
-            &mut small[..n]
-        } else {
-            big.resize(n, 0);
-            &mut big
-        };
-        // Inside-out Fisher–Yates: a uniform random permutation.
-        for i in 0..n {
-            let j = (rand() % (i as u64 + 1)) as usize;
-            order[i] = order[j];
-            order[j] = i as u32;
-        }
+        let mut order = Order::new(self.arms.len());
         order
+            .as_slice()
             .iter()
             .map(|&i| i as usize)
             .find(|&i| self.arms[i].try_complete())
+    }
+
+    /// Pass 3: register a waiter on every arm, in a fresh random order, so that
+    /// arms on the same channel sit in its wait queue in random order (Go
+    /// registers in its poll order for the same reason). False if an arm turned
+    /// ready meanwhile (it set `SEL_RETRY`).
+    fn register_all(&mut self, park: &Arc<Park>) -> bool {
+        let mut order = Order::new(self.arms.len());
+        for &i in order.as_slice().iter() {
+            if !self.arms[i as usize].register(park, i as usize) {
+                return false;
+            }
+        }
+        true
     }
 }
 
@@ -470,11 +468,9 @@ impl Future for SelectFut<'_, '_> {
                 return Poll::Ready(Selected::Default);
             }
             let park = Arc::new(Park::new(cx.waker()));
-            for (i, arm) in this.arms.iter_mut().enumerate() {
-                if !arm.register(&park, i) {
-                    break;
-                }
-            }
+            // On `false` the select's own word says RETRY: the loop above
+            // unregisters and starts over.
+            let _ = this.register_all(&park);
             this.park = Some(park);
         }
     }
@@ -506,6 +502,40 @@ impl fmt::Debug for SelectFut<'_, '_> {
             .field("default", &self.default)
             .field("parked", &self.park.is_some())
             .finish()
+    }
+}
+
+/// A uniformly random permutation of `0..n` (inside-out Fisher–Yates), on the
+/// stack for up to 64 arms.
+struct Order {
+    small: [u32; 64],
+    big: Vec<u32>,
+    n: usize,
+}
+
+impl Order {
+    fn new(n: usize) -> Order {
+        let mut o = Order {
+            small: [0; 64],
+            big: Vec::new(),
+            n,
+        };
+        let order = o.as_slice();
+        for i in 0..n {
+            let j = (rand() % (i as u64 + 1)) as usize;
+            order[i] = order[j];
+            order[j] = i as u32;
+        }
+        o
+    }
+
+    fn as_slice(&mut self) -> &mut [u32] {
+        if self.n <= self.small.len() {
+            &mut self.small[..self.n]
+        } else {
+            self.big.resize(self.n, 0);
+            &mut self.big
+        }
     }
 }
 
