@@ -662,3 +662,24 @@ fn same_channel_arms_of_a_parked_select_win_uniformly() {
         );
     }
 }
+
+/// `recv(time::after(d))` — what a Go user types first — compiles and works: the
+/// temporary channel lives for the whole select (issue 18, item 5).
+#[test]
+fn recv_on_a_temporary_after_channel() {
+    let a = gosched::chan::<u8>(0);
+    let t0 = Instant::now();
+    let fired = select! {
+        recv(a) -> _ => false,
+        recv(gosched::time::after(Duration::from_millis(5))) -> v => v.is_some(),
+    };
+    assert!(fired);
+    assert!(t0.elapsed() >= Duration::from_millis(5));
+    let rt = rt(2);
+    let fired = rt.block_on(async {
+        gosched::select_async! {
+            recv(gosched::time::after(Duration::from_millis(1))) -> v => v.is_some(),
+        }
+    });
+    assert!(fired);
+}

@@ -140,7 +140,13 @@ macro_rules! __select_emit {
         [$(($arm:ident $kind:ident ($($args:tt)*) ($v:pat) $body:block))*]
         [$($def:block)?]
         [$(($d:expr) $abody:block)?]) => {{
-        $( let mut $arm = $crate::__select_arm!($kind ($($args)*)); )*
+        // `let x = &<channel expr>` extends the life of a temporary channel (a
+        // Go user writes `recv(time::after(d))`) to the whole select; the arm,
+        // which borrows it, then shadows the name.
+        $(
+            let $arm = $crate::__select_chan!($kind ($($args)*));
+            let mut $arm = $crate::__select_arm!($kind $arm ($($args)*));
+        )*
         let __selected = $crate::__select_run!(
             @$mode
             [$( &mut $arm as &mut dyn $crate::chan::SelectArm ),*]
@@ -180,12 +186,23 @@ macro_rules! __select_run {
 
 #[doc(hidden)]
 #[macro_export]
-macro_rules! __select_arm {
+macro_rules! __select_chan {
     (recv ($ch:expr)) => {
-        ($ch).recv_arm()
+        &$ch
     };
     (send ($ch:expr, $val:expr)) => {
-        ($ch).send_arm($val)
+        &$ch
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __select_arm {
+    (recv $chan:ident ($ch:expr)) => {
+        $chan.recv_arm()
+    };
+    (send $chan:ident ($ch:expr, $val:expr)) => {
+        $chan.send_arm($val)
     };
 }
 
