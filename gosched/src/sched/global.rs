@@ -25,6 +25,7 @@ use super::task::{Header, Task};
 use super::{Sched, Shared};
 use crate::loom::lock;
 use crate::loom::sync::atomic::Ordering::*;
+use crate::loom::sync::MutexGuard;
 
 /// The queue itself; every access holds the scheduler lock.
 pub(crate) struct GlobalQueue {
@@ -51,27 +52,31 @@ impl Shared {
 
     /// Push one task (cancelled at once if the queue is closed).
     pub(crate) fn global_push(&self, task: Task) {
+        if let Some(s) = self.push_locked(task) {
+            self.global_len.store(s.global.tasks.len(), Release);
+        }
+    }
+
+    /// Lock and push `task`; the guard for a caller that goes on under the lock.
+    /// `None` if the queue is closed: the task was cancelled instead.
+    fn push_locked(&self, task: Task) -> Option<MutexGuard<'_, Sched>> {
         let mut s = lock(&self.sched);
         if s.global.closed {
             // Shut down: nothing will run it; complete it as cancelled.
             drop(s);
             task.shutdown();
-            return;
+            return None;
         }
         s.global.tasks.push_back(task);
-        self.global_len.store(s.global.tasks.len(), Release);
+        Some(s)
     }
 
     /// `global_push` followed by `globrunqget` into `p`'s ring, under one lock
     /// (the yield path: `p` has nothing queued).
     pub(crate) fn global_push_and_refill(&self, task: Task, p: &Processor) {
-        let mut s = lock(&self.sched);
-        if s.global.closed {
-            drop(s);
-            task.shutdown();
+        let Some(mut s) = self.push_locked(task) else {
             return;
-        }
-        s.global.tasks.push_back(task);
+        };
         // Go's batch, all of it into the ring in queue order; find_runnable pops
         // the first next.
         for _ in 0..self.global_batch(s.global.tasks.len(), 0) {
