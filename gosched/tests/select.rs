@@ -615,43 +615,23 @@ fn empty_select_with_default_and_after() {
 #[test]
 fn same_channel_arms_of_a_parked_select_win_uniformly() {
     const ROUNDS: usize = 3_000;
-    let mut cx = Context::from_waker(Waker::noop());
     let ch = gosched::chan::<usize>(0);
     let mut wins = [0usize; 3];
     for round in 0..ROUNDS {
-        let (mut a, mut b, mut c) = (ch.recv_arm(), ch.recv_arm(), ch.recv_arm());
-        let mut sel = Select::new();
-        sel.arm(&mut a);
-        sel.arm(&mut b);
-        sel.arm(&mut c);
-        let mut fut = pin!(sel.select_async());
-        assert!(
-            fut.as_mut().poll(&mut cx).is_pending(),
-            "nothing is ready yet"
-        );
-        ch.try_send(round).expect("a receiver is parked");
-        let Poll::Ready(Selected::Arm(k)) = fut.as_mut().poll(&mut cx) else {
-            panic!("the parked select did not complete");
-        };
+        let mut arms = [ch.recv_arm(), ch.recv_arm(), ch.recv_arm()];
+        let [a, b, c] = &mut arms;
+        let k = park_then(&mut [a, b, c], || {
+            ch.try_send(round).expect("a receiver is parked")
+        });
         wins[k] += 1;
     }
     let mut send_wins = [0usize; 3];
     for _ in 0..ROUNDS {
-        let (mut a, mut b, mut c) = (ch.send_arm(0), ch.send_arm(1), ch.send_arm(2));
-        let mut sel = Select::new();
-        sel.arm(&mut a);
-        sel.arm(&mut b);
-        sel.arm(&mut c);
-        let mut fut = pin!(sel.select_async());
-        assert!(
-            fut.as_mut().poll(&mut cx).is_pending(),
-            "nothing is ready yet"
-        );
-        let v = ch.try_recv().expect("a sender is parked");
-        let Poll::Ready(Selected::Arm(k)) = fut.as_mut().poll(&mut cx) else {
-            panic!("the parked select did not complete");
-        };
-        assert_eq!(v, k, "the value came from the winning arm");
+        let mut arms = [ch.send_arm(0), ch.send_arm(1), ch.send_arm(2)];
+        let [a, b, c] = &mut arms;
+        let mut got = None;
+        let k = park_then(&mut [a, b, c], || got = ch.try_recv().ok());
+        assert_eq!(got, Some(k), "the value came from the winning arm");
         send_wins[k] += 1;
     }
     for w in wins.iter().chain(send_wins.iter()) {
@@ -660,6 +640,26 @@ fn same_channel_arms_of_a_parked_select_win_uniformly() {
             (share - 1.0 / 3.0).abs() <= 0.05,
             "a case won {share:.3} of the rounds (recv {wins:?}, send {send_wins:?})"
         );
+    }
+}
+
+/// Park a select over `arms` (hand-polled: nothing may be ready), run `partner`,
+/// and return the arm that completed.
+fn park_then(arms: &mut [&mut dyn gosched::chan::SelectArm], partner: impl FnOnce()) -> usize {
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut sel = Select::new();
+    for a in arms.iter_mut() {
+        sel.arm(*a);
+    }
+    let mut fut = pin!(sel.select_async());
+    assert!(
+        fut.as_mut().poll(&mut cx).is_pending(),
+        "nothing is ready yet"
+    );
+    partner();
+    match fut.as_mut().poll(&mut cx) {
+        Poll::Ready(Selected::Arm(k)) => k,
+        other => panic!("the parked select did not complete: {other:?}"),
     }
 }
 

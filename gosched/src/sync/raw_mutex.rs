@@ -472,25 +472,12 @@ mod loom_tests {
     //! starving. The starting states are built single-threaded with the real code
     //! (lock, queue a future, unlock, barge, re-poll), then the racing threads run.
     use super::*;
-    use crate::park::Parker;
+    /// Poll to completion on this model thread, parking (loom-visibly) on the
+    /// runtime's own `Parker` between polls.
+    use crate::park::block_on_thread as block_on;
     use loom::cell::UnsafeCell;
     use loom::thread;
     use std::pin::pin;
-
-    /// Poll `f` to completion on this model thread, parking (loom-visibly) on the
-    /// scheduler's own `Parker` between polls.
-    fn block_on<F: Future>(f: F) -> F::Output {
-        let parker = std::sync::Arc::new(Parker::new());
-        let waker = Waker::from(parker.clone());
-        let mut cx = Context::from_waker(&waker);
-        let mut f = pin!(f);
-        loop {
-            if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-                return v;
-            }
-            parker.wait(|| false);
-        }
-    }
 
     struct Shared {
         raw: RawMutex,
