@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+pub mod t1_after;
 pub mod w1_spawn;
 pub mod w2_skynet;
 pub mod w3_pingpong;
@@ -124,10 +125,12 @@ pub enum Workload {
     /// W5 at cap 0 (rendezvous).
     W5Mpmc0,
     W7Parked,
+    /// Timer churn (issue 18): `after(1 h)` created and dropped in a loop.
+    T1After,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 7] = [
+    pub const ALL: [Workload; 8] = [
         Workload::W1Spawn,
         Workload::W2Skynet,
         Workload::W3Pingpong,
@@ -135,6 +138,7 @@ impl Workload {
         Workload::W5Mpmc,
         Workload::W5Mpmc0,
         Workload::W7Parked,
+        Workload::T1After,
     ];
 
     pub fn id(self) -> &'static str {
@@ -146,6 +150,7 @@ impl Workload {
             Workload::W5Mpmc => "w5",
             Workload::W5Mpmc0 => "w5-0",
             Workload::W7Parked => "w7",
+            Workload::T1After => "t1",
         }
     }
 
@@ -158,6 +163,7 @@ impl Workload {
             Workload::W5Mpmc => "mpmc",
             Workload::W5Mpmc0 => "mpmc-cap0",
             Workload::W7Parked => "parked",
+            Workload::T1After => "after",
         }
     }
 
@@ -226,6 +232,8 @@ impl Workload {
         match self {
             _ if imp == Impl::GoschedGoChan => self == Workload::W2Skynet,
             Workload::W5Mpmc | Workload::W5Mpmc0 => imp != Impl::May,
+            // A timer channel: only Go and gosched have one.
+            Workload::T1After => matches!(imp, Impl::GoschedGo | Impl::GoschedAsync | Impl::Go),
             _ => !imp.is_threads(),
         }
     }
@@ -270,6 +278,8 @@ impl Workload {
             (Workload::W5Mpmc | Workload::W5Mpmc0, true) => 1_000_000,
             (Workload::W7Parked, false) => 100_000,
             (Workload::W7Parked, true) => 20_000,
+            (Workload::T1After, false) => 1_000_000,
+            (Workload::T1After, true) => 100_000,
         }
     }
 
@@ -352,6 +362,10 @@ impl Workload {
                 "{} units each parked on its own oneshot/channel; VmRSS delta per unit",
                 group(size)
             ),
+            Workload::T1After => format!(
+                "one unit creates and drops {} `after(1 h)` timer channels (Go: time.After); see the peak RSS column",
+                group(size)
+            ),
         }
     }
 
@@ -363,13 +377,14 @@ impl Workload {
             Workload::W4Yield => "ns/yield",
             Workload::W5Mpmc | Workload::W5Mpmc0 => "ns/msg",
             Workload::W7Parked => "bytes/unit",
+            Workload::T1After => "ns/after",
         }
     }
 
     /// What `Sample::result` must be.
     pub fn expected(self, size: u64, procs: usize) -> u64 {
         match self {
-            Workload::W1Spawn | Workload::W7Parked => size,
+            Workload::W1Spawn | Workload::W7Parked | Workload::T1After => size,
             Workload::W2Skynet | Workload::W5Mpmc | Workload::W5Mpmc0 => size * (size - 1) / 2,
             // The pinger sends 0..n, the ponger answers each v with v + 1.
             Workload::W3Pingpong => size * (size + 1) / 2,
@@ -382,7 +397,7 @@ impl Workload {
         match self {
             Workload::W1Spawn | Workload::W2Skynet => s.elapsed_ns as f64 / 1e6,
             Workload::W4Yield => s.elapsed_ns as f64 / (2 * procs as u64 * size) as f64,
-            Workload::W3Pingpong | Workload::W5Mpmc | Workload::W5Mpmc0 => {
+            Workload::W3Pingpong | Workload::W5Mpmc | Workload::W5Mpmc0 | Workload::T1After => {
                 s.elapsed_ns as f64 / size as f64
             }
             Workload::W7Parked => {
@@ -400,7 +415,11 @@ impl Workload {
                 let nodes = (size * 10 - 1) / 9; // 1 + 10 + ... + size
                 format!("{:.0} ns/node", median_primary * 1e6 / nodes as f64)
             }
-            Workload::W3Pingpong | Workload::W4Yield | Workload::W5Mpmc | Workload::W5Mpmc0 => {
+            Workload::W3Pingpong
+            | Workload::W4Yield
+            | Workload::W5Mpmc
+            | Workload::W5Mpmc0
+            | Workload::T1After => {
                 format!("{:.0} ms", median_elapsed_ns / 1e6)
             }
             Workload::W7Parked => format!("{:.0} ms to park", median_elapsed_ns / 1e6),
@@ -448,6 +467,7 @@ pub fn run_one(w: Workload, imp: Impl, procs: usize, size: u64) -> Result<(), St
             w5_mpmc::run(imp, procs, size, w.cap().expect("W5 has a cap"))
         }
         Workload::W7Parked => w7_parked::run(imp, procs, size),
+        Workload::T1After => t1_after::run(imp, procs, size),
     };
     let line = crate::json::Obj::new()
         .str("workload", w.id())
