@@ -121,6 +121,30 @@ fn dropping_last_sender_closes_and_last_receiver_fails_sends() {
     assert_eq!(tx.send(3).unwrap_err().0, 3);
 }
 
+/// A split channel is freed once both halves are gone: the values still in
+/// its buffer are dropped (`split` used to leak the channel).
+#[test]
+fn split_channel_is_freed_with_its_values() {
+    struct Counted(Arc<AtomicUsize>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let ch = gosched::chan(2);
+    ch.try_send(Counted(dropped.clone())).ok().unwrap();
+    let (tx, rx) = ch.split();
+    tx.try_send(Counted(dropped.clone())).ok().unwrap();
+    drop(tx);
+    drop(rx);
+    assert_eq!(
+        dropped.load(SeqCst),
+        2,
+        "the buffered values were not dropped"
+    );
+}
+
 #[test]
 fn timeouts_give_values_back() {
     let rt = rt(2);

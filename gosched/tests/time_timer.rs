@@ -326,3 +326,34 @@ fn stale_arming_never_delivers_after_reset() {
         rt.block_on(h).unwrap();
     }
 }
+
+/// Go 1.23 for tickers: after `stop` returns no tick arrives (an unreceived
+/// one is discarded), and `reset` starts ticking again at the new period.
+#[test]
+fn ticker_stop_and_reset() {
+    in_goroutine(|| {
+        let t = gosched::time::tick(MS);
+        for _ in 0..3 {
+            assert!(t.chan().recv_timeout(EVENTUALLY).is_ok());
+        }
+        gosched::time::sleep(5 * MS); // a tick is waiting now
+        t.stop();
+        assert_eq!(
+            t.chan().recv_timeout(WELL_AFTER),
+            Err(RecvTimeoutError::Timeout),
+            "a tick arrived after stop"
+        );
+        t.reset(2 * MS);
+        let start = Instant::now();
+        for _ in 0..3 {
+            assert!(
+                t.chan().recv_timeout(EVENTUALLY).is_ok(),
+                "no tick after reset"
+            );
+        }
+        assert!(
+            start.elapsed() >= 4 * MS,
+            "ticks of a 2 ms ticker came too fast"
+        );
+    });
+}

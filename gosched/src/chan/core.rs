@@ -81,6 +81,7 @@ use crate::loom::cell::UnsafeCell;
 use crate::loom::lock;
 use crate::loom::sync::atomic::{fence, AtomicU8, AtomicUsize, Ordering::*};
 use crate::loom::sync::{Arc, Mutex, MutexGuard};
+use crate::sched::timers::TimerEntry;
 
 pub(super) const WAITING: u8 = 0;
 pub(super) const DONE: u8 = 1;
@@ -255,6 +256,12 @@ pub(super) struct State<T> {
     pub(super) closed: bool,
     pub(super) recvq: WaitQueue<T>,
     pub(super) sendq: WaitQueue<T>,
+    /// A timer channel (`time::after`): the heap entry that sends on it. It is
+    /// stopped when the last handle able to receive is dropped, so an
+    /// unreferenced timer is freed at once (Go 1.23) instead of living until it
+    /// fires. Taken under the lock, stopped after it is released (stopping
+    /// drops the entry's closure, which holds a `Sender` of this channel).
+    pub(super) timer: Option<std::sync::Arc<TimerEntry>>,
 }
 
 pub(super) struct Inner<T> {
@@ -302,6 +309,7 @@ impl<T> Inner<T> {
                 closed: false,
                 recvq: WaitQueue::new(),
                 sendq: WaitQueue::new(),
+                timer: None,
             }),
             ring: (cap > 0).then(|| Ring::new(cap)),
             cap,
@@ -781,7 +789,7 @@ impl<T> Inner<T> {
     /// The last sender (or receiver) handle is gone: fail the waiters that can no
     /// longer complete.
     pub(super) fn disconnect(&self, side_senders: bool) {
-        let woken = {
+        let (woken, timer) = {
             let mut s = self.lock();
             if side_senders {
                 // Receivers drain the buffer, then see "closed".
@@ -791,11 +799,22 @@ impl<T> Inner<T> {
             if let Some(ring) = &self.ring {
                 ring.mark();
             }
-            self.fail_all(&mut s, side_senders, !side_senders)
+            // Nobody can receive what a timer would send: stop it.
+            let timer = if side_senders { None } else { s.timer.take() };
+            (self.fail_all(&mut s, side_senders, !side_senders), timer)
         };
+        if let Some(t) = timer {
+            t.stop();
+        }
         for w in woken {
             w.wake();
         }
+    }
+
+    /// Make this a timer channel: `entry` is stopped when the last handle able
+    /// to receive is dropped (see `State::timer`).
+    pub(crate) fn attach_timer(&self, entry: std::sync::Arc<TimerEntry>) {
+        self.lock().timer = Some(entry);
     }
 }
 

@@ -256,17 +256,31 @@ impl<T> Chan<T> {
     send_methods!();
     recv_methods!();
 
+    /// A new sending handle on this channel (as `split`, without consuming
+    /// `self`): the timer entries of `time::after` hold one.
+    pub(crate) fn new_sender(&self) -> Sender<T> {
+        self.inner.senders.fetch_add(1, Relaxed);
+        Sender {
+            inner: self.inner.clone(),
+        }
+    }
+
+    /// Make this a timer channel: `entry` (which sends on it) is stopped, and
+    /// so freed, as soon as no handle able to receive is left.
+    pub(crate) fn attach_timer(&self, entry: std::sync::Arc<crate::sched::timers::TimerEntry>) {
+        self.inner.attach_timer(entry);
+    }
+
     /// Directional views of this channel (the `Chan` itself is consumed).
     pub fn split(self) -> (Sender<T>, Receiver<T>) {
-        let inner = self.inner.clone();
-        // `self` counted as one sender and one receiver: hand both counts over.
-        std::mem::forget(self);
-        (
-            Sender {
-                inner: inner.clone(),
-            },
-            Receiver { inner },
-        )
+        // Two new handles, then `self` drops as usual: the counts never reach
+        // zero on the way (and `self`'s own reference is released).
+        let tx = self.new_sender();
+        self.inner.receivers.fetch_add(1, Relaxed);
+        let rx = Receiver {
+            inner: self.inner.clone(),
+        };
+        (tx, rx)
     }
 }
 

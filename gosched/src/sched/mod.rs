@@ -85,7 +85,7 @@ pub(crate) struct Shared {
     #[cfg(not(loom))]
     pub(crate) stacks: StackPool,
     /// The timer heap of P-less callers (plain threads, Ms whose P was retaken).
-    pub(crate) global_timers: Timers,
+    pub(crate) global_timers: Arc<Timers>,
     /// The timer sleeper's wake-up time (ns): 0 = no M sleeps on timers, `NEVER`
     /// while it is computing it. SeqCst, one side of the Dekker pair with the
     /// heaps' `when0` (`machine.rs`, "Parking and timers").

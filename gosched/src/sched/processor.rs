@@ -41,7 +41,7 @@ pub(crate) struct Processor {
     /// (any M that held it): `num_goroutine` is the difference of the sums.
     pub(crate) spawned: AtomicU64,
     pub(crate) completed: AtomicU64,
-    pub(crate) timers: Timers,
+    pub(crate) timers: std::sync::Arc<Timers>,
     local: UnsafeCell<Local>,
 }
 

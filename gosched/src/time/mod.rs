@@ -9,13 +9,13 @@ mod timer;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering::*};
-use std::sync::Arc;
+
+use crate::sched::timers::{add_timer, deadline_after, instant_to_ns, TimerEntry};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 pub use crate::sched::timers::{sleep_until, Sleep};
-pub use timer::Timer;
+pub use timer::{Ticker, Timer};
 
 /// Block the calling goroutine (or, outside the runtime, the calling thread) for
 /// at least `d`. Only the goroutine parks: its M runs other goroutines meanwhile.
@@ -96,79 +96,41 @@ impl<F: Future> Future for Timeout<F> {
 }
 
 /// A channel that receives the time once, after `d` (Go's `time.After`).
+///
+/// The timer is an entry of the runtime's timer heap, not a task: it does not
+/// count in [`num_goroutine`](crate::runtime::num_goroutine), and once every
+/// handle able to receive from the channel is dropped it is stopped and freed
+/// at once (Go 1.23), long before `d` passes.
 pub fn after(d: Duration) -> crate::Chan<Instant> {
     let ch = crate::chan(1);
-    let tx = ch.clone();
-    crate::spawn(async move {
-        sleep_async(d).await;
-        let _ = tx.try_send(Instant::now());
-    });
+    if d.is_zero() {
+        let _ = ch.try_send(Instant::now());
+        return ch;
+    }
+    let when = instant_to_ns(deadline_after(d));
+    let mut tx = Some(ch.new_sender());
+    let entry = TimerEntry::call(
+        move || {
+            // Room is certain (cap 1, nothing else sends); closed: the user
+            // closed it, nothing to deliver.
+            if let Some(tx) = tx.take() {
+                let _ = tx.try_send(Instant::now());
+            }
+        },
+        None,
+    );
+    ch.attach_timer(entry.clone());
+    add_timer(when, entry);
     ch
 }
 
-/// Deliver the time on a channel every `period` (Go's `time.Tick`/`NewTicker`):
-/// ticks a slow receiver misses are dropped, not queued, and a late tick does
-/// not cause a burst of catch-up ticks.
+/// A [`Ticker`] that delivers the time every `period` (Go's `time.NewTicker`;
+/// `time.Tick` too, as the ticker stops when dropped): ticks a slow receiver
+/// misses are dropped, not queued (the channel holds one), and a late tick
+/// does not cause a burst of catch-up ticks.
 ///
 /// # Panics
 /// If `period` is zero.
 pub fn tick(period: Duration) -> Ticker {
-    assert!(
-        !period.is_zero(),
-        "gosched::time::tick: period must be non-zero"
-    );
-    // `Duration::MAX` and other huge periods saturate (see `deadline_after`), so
-    // neither the first deadline nor the catch-up arithmetic below overflows.
-    let period = period.min(crate::sched::timers::MAX_WAIT);
-    let ch = crate::chan(1);
-    let stopped = Arc::new(AtomicBool::new(false));
-    let (tx, stop) = (ch.clone(), stopped.clone());
-    crate::spawn(async move {
-        let mut next = Instant::now() + period;
-        while !stop.load(Acquire) {
-            // Parks even when `next` has passed (a period shorter than a
-            // round of this loop): ticks are then dropped, not spun for.
-            crate::sched::timers::park_until(next).await;
-            if stop.load(Acquire) {
-                break;
-            }
-            let now = Instant::now();
-            let _ = tx.try_send(now);
-            // Go: when + period * (1 + lateness / period).
-            let late = now.saturating_duration_since(next);
-            let skipped = (late.as_nanos() / period.as_nanos()) as u32;
-            next += period * (1 + skipped);
-        }
-    });
-    Ticker { ch, stopped }
-}
-
-/// A periodic timer from [`tick`]. Stops when dropped.
-#[derive(Debug)]
-pub struct Ticker {
-    ch: crate::Chan<Instant>,
-    stopped: Arc<AtomicBool>,
-}
-
-impl Ticker {
-    /// The channel the ticks arrive on (usable in `select!`).
-    pub fn chan(&self) -> &crate::Chan<Instant> {
-        &self.ch
-    }
-
-    /// Wait for the next tick (blocking the goroutine or thread).
-    pub fn recv(&self) -> Option<Instant> {
-        self.ch.recv()
-    }
-
-    /// Stop ticking (takes effect by the next period at the latest).
-    pub fn stop(&self) {
-        self.stopped.store(true, Release);
-    }
-}
-
-impl Drop for Ticker {
-    fn drop(&mut self) {
-        self.stop();
-    }
+    Ticker::new(period)
 }

@@ -1,29 +1,37 @@
-//! `Timer`: Go's `time.Timer` (`NewTimer`, `AfterFunc`, `Stop`, `Reset`) with the
-//! Go 1.23 guarantee: once `stop` or `reset` has returned, no value from an
-//! earlier arming is ever received on the timer's channel.
+//! `Timer` and `Ticker`: Go's `time.Timer` (`NewTimer`, `AfterFunc`, `Stop`,
+//! `Reset`) and `time.Ticker` (`NewTicker`, `Stop`, `Reset`), with the Go 1.23
+//! guarantee: once `stop` or `reset` has returned, no value from an earlier
+//! arming is ever received on the channel.
 //!
 //! # Protocol
 //!
-//! A timer is an `Inner` shared by the `Timer` and, weakly, by the task of its
-//! current arming. `Inner::state` (a small lock) holds:
+//! A timer is an `Inner` shared by the `Timer`/`Ticker` and, weakly, by the
+//! heap entry of its current arming. `Inner::state` (a small lock) holds:
 //! - `gen`: bumped by every arm and disarm;
-//! - `deadline`: `Some` while an arming is pending (armed, not yet fired);
-//! - `task`: the `JoinHandle` of the pending arming's task.
+//! - `deadline`: `Some` while an arming is pending (a one-shot armed and not
+//!   yet fired; a ticker for as long as it runs);
+//! - `entry`: the timer-heap entry of the pending arming (`sched/timers`).
 //!
-//! An *arming* (`new`, `after_func`, `reset`) spawns one async task that does
-//! `sleep_until(deadline)` on the runtime's timers, then `Inner::fire(gen)`, with
-//! the `gen` it was armed with. `fire` takes the lock and acts only if `gen` is
-//! still current and the arming still pending: it clears `deadline` and, under
-//! the lock, `try_send`s `Instant::now()` on the cap-1 channel (a channel timer)
-//! or, after releasing the lock, starts `f` in its own goroutine (`after_func`).
+//! An *arming* (`new`, `after_func`, `reset`) adds one entry to the runtime's
+//! timer heap — no task — whose closure calls `Inner::fire(gen)` with the `gen`
+//! it was armed with (every `period` for a ticker). `fire` takes the lock and
+//! acts only if `gen` is still current and the arming still pending: a
+//! one-shot clears `deadline`; then, under the lock, it `try_send`s
+//! `Instant::now()` on the cap-1 channel (a full channel drops the tick: a
+//! ticker's slow receiver misses ticks) or, after releasing the lock, starts
+//! `f` in its own goroutine (`after_func`).
 //!
 //! A *disarm* (`stop`, `reset`, drop) takes the lock, bumps `gen`, clears
-//! `deadline`, aborts the pending task (its `Sleep` is dropped, which stops its
-//! timer entry: nothing lingers until the old deadline), and, still under the
-//! lock, drains the channel with `try_recv`. Since values are only sent under
-//! the lock and only by the arming whose `gen` is current, after a disarm the
+//! `deadline`, stops the entry (its closure and everything it holds are
+//! dropped at once: nothing lingers until the old deadline), and, still under
+//! the lock, drains the channel with `try_recv`. Values are only sent under the
+//! lock and only by the arming whose `gen` is current, so after a disarm the
 //! channel is empty and no older arming can send any more: the Go 1.23
 //! guarantee. `reset` disarms and arms in the same critical section.
+//!
+//! Lock order: `Inner::state`, then the entry's lock (`stop`); the timer
+//! runner calls the closure with no timer lock held, so `fire` taking
+//! `Inner::state` cannot invert it.
 //!
 //! Return values, as in Go 1.23: `stop`/`reset` return `true` if the timer was
 //! pending, *or* it had fired but its value had not been received yet (the
@@ -32,17 +40,16 @@
 //! stopped already). For an `after_func` timer, `true` means `f` was prevented
 //! from starting.
 //!
-//! Aborting is asynchronous (the task is dropped the next time it would run),
-//! so a stale task may still reach `fire`; the `gen` check makes it a no-op.
-//! The task holds a `Weak` to `Inner`, so there is no cycle, and a dropped
-//! `Timer` can never fire.
+//! A stop races a runner that has already taken the closure out: the stale
+//! call reaches `fire`, and the `gen` check makes it a no-op. The entry holds
+//! a `Weak` to `Inner`, so there is no cycle, and a dropped timer never fires.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use super::sleep_until;
-use crate::{Chan, JoinHandle};
+use crate::sched::timers::{add_timer, deadline_after, instant_to_ns, TimerEntry, MAX_WAIT};
+use crate::Chan;
 
 type Func = Arc<dyn Fn() + Send + Sync + 'static>;
 
@@ -51,7 +58,8 @@ type Func = Arc<dyn Fn() + Send + Sync + 'static>;
 ///
 /// Go 1.23 semantics: after [`stop`](Timer::stop) or [`reset`](Timer::reset)
 /// returns, no value from the earlier arming is received. Dropping the timer
-/// stops it.
+/// stops it. A pending timer is an entry of the runtime's timer heap, not a
+/// task (it does not count in `num_goroutine`).
 ///
 /// ```
 /// use std::time::Duration;
@@ -65,6 +73,17 @@ pub struct Timer {
     inner: Arc<Inner>,
 }
 
+/// A periodic timer (Go's `time.Ticker`, from [`tick`](super::tick) or
+/// [`Ticker::new`]): delivers the time on its channel every period. A tick
+/// the receiver is not ready for is dropped (the channel holds one), and a
+/// late tick is not followed by a burst of catch-up ticks. Dropping the
+/// ticker stops it; after [`stop`](Ticker::stop) or
+/// [`reset`](Ticker::reset) returns, no tick of the earlier period is
+/// received.
+pub struct Ticker {
+    inner: Arc<Inner>,
+}
+
 struct Inner {
     ch: Chan<Instant>,
     /// `Some` for an `after_func` timer (its channel never receives).
@@ -75,14 +94,18 @@ struct Inner {
 struct State {
     gen: u64,
     deadline: Option<Instant>,
-    task: Option<JoinHandle<()>>,
+    /// The period of a ticker's current arming (`None`: one-shot).
+    period: Option<Duration>,
+    entry: Option<Arc<TimerEntry>>,
 }
 
 impl Timer {
     /// A timer that sends the current time on its channel once, after `d`
     /// (Go's `time.NewTimer`).
     pub fn new(d: Duration) -> Timer {
-        Timer::build(None, d)
+        Timer {
+            inner: Inner::armed(None, d, None),
+        }
     }
 
     /// A timer that runs `f` in its own goroutine after `d` (Go's
@@ -94,24 +117,9 @@ impl Timer {
     where
         F: Fn() + Send + Sync + 'static,
     {
-        Timer::build(Some(Arc::new(f)), d)
-    }
-
-    fn build(func: Option<Func>, d: Duration) -> Timer {
-        let inner = Arc::new(Inner {
-            ch: crate::chan(1),
-            func,
-            state: Mutex::new(State {
-                gen: 0,
-                deadline: None,
-                task: None,
-            }),
-        });
-        {
-            let mut st = inner.lock();
-            inner.arm(&mut st, d);
+        Timer {
+            inner: Inner::armed(Some(Arc::new(f)), d, None),
         }
-        Timer { inner }
     }
 
     /// The channel the time arrives on (usable in `select!`, with `recv`,
@@ -141,29 +149,103 @@ impl Timer {
     pub fn reset(&self, d: Duration) -> bool {
         let mut st = self.inner.lock();
         let was_active = self.inner.disarm(&mut st);
-        self.inner.arm(&mut st, d);
+        self.inner.arm(&mut st, d, None);
         was_active
     }
 }
 
+impl Ticker {
+    /// A ticker that sends the current time every `period` (Go's
+    /// `time.NewTicker`). Huge periods saturate at 100 years.
+    ///
+    /// # Panics
+    /// If `period` is zero (Go panics too).
+    pub fn new(period: Duration) -> Ticker {
+        assert!(
+            !period.is_zero(),
+            "gosched::time::tick: period must be non-zero"
+        );
+        Ticker {
+            inner: Inner::armed(None, period, Some(period)),
+        }
+    }
+
+    /// The channel the ticks arrive on (usable in `select!`).
+    pub fn chan(&self) -> &Chan<Instant> {
+        &self.inner.ch
+    }
+
+    /// Wait for the next tick (blocking the goroutine or thread). Blocks for
+    /// ever on a stopped ticker.
+    pub fn recv(&self) -> Option<Instant> {
+        self.inner.ch.recv()
+    }
+
+    /// Stop ticking. After it returns, no tick is received (an unreceived
+    /// one is discarded) until a [`reset`](Ticker::reset).
+    pub fn stop(&self) {
+        let mut st = self.inner.lock();
+        self.inner.disarm(&mut st);
+    }
+
+    /// Tick every `period` from now on (Go's `Ticker.Reset`); a stopped
+    /// ticker starts again. After it returns, only ticks of the new period
+    /// are received.
+    ///
+    /// # Panics
+    /// If `period` is zero.
+    pub fn reset(&self, period: Duration) {
+        assert!(
+            !period.is_zero(),
+            "gosched::time::Ticker::reset: period must be non-zero"
+        );
+        let mut st = self.inner.lock();
+        self.inner.disarm(&mut st);
+        self.inner.arm(&mut st, period, Some(period));
+    }
+}
+
 impl Inner {
+    fn armed(func: Option<Func>, d: Duration, period: Option<Duration>) -> Arc<Inner> {
+        let inner = Arc::new(Inner {
+            ch: crate::chan(1),
+            func,
+            state: Mutex::new(State {
+                gen: 0,
+                deadline: None,
+                period: None,
+                entry: None,
+            }),
+        });
+        {
+            let mut st = inner.lock();
+            inner.arm(&mut st, d, period);
+        }
+        inner
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // Nothing under this lock panics halfway through an update.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn arm(self: &Arc<Self>, st: &mut State, d: Duration) {
+    fn arm(self: &Arc<Self>, st: &mut State, d: Duration, period: Option<Duration>) {
         st.gen = st.gen.wrapping_add(1);
         let gen = st.gen;
-        let deadline = crate::sched::timers::deadline_after(d);
+        let deadline = deadline_after(d);
         st.deadline = Some(deadline);
+        st.period = period.map(|p| p.min(MAX_WAIT));
         let weak: Weak<Inner> = Arc::downgrade(self);
-        st.task = Some(crate::spawn(async move {
-            sleep_until(deadline).await;
-            if let Some(inner) = weak.upgrade() {
-                inner.fire(gen);
-            }
-        }));
+        let entry = TimerEntry::call(
+            move || {
+                if let Some(inner) = weak.upgrade() {
+                    inner.fire(gen);
+                }
+            },
+            period,
+        );
+        st.entry = Some(entry.clone());
+        add_timer(instant_to_ns(deadline), entry);
     }
 
     /// Cancel the pending arming and drain an unreceived value. Returns
@@ -171,27 +253,33 @@ impl Inner {
     fn disarm(&self, st: &mut State) -> bool {
         st.gen = st.gen.wrapping_add(1);
         let pending = st.deadline.take().is_some();
-        if let Some(task) = st.task.take() {
-            task.abort();
+        if let Some(entry) = st.entry.take() {
+            entry.stop();
         }
         let drained = self.func.is_none() && self.ch.try_recv().is_ok();
         pending || drained
     }
 
+    /// Called by the timer heap's runner (see the protocol).
     fn fire(&self, gen: u64) {
         let mut st = self.lock();
         if st.gen != gen || st.deadline.is_none() {
             return; // stopped or reset since this arming
         }
-        st.deadline = None;
-        // This very task's handle: dropping it detaches.
-        st.task = None;
+        if let Some(period) = st.period {
+            // A ticker stays pending; `deadline` tracks its next tick.
+            st.deadline = Some(Instant::now() + period);
+        } else {
+            st.deadline = None;
+            st.entry = None;
+        }
         match &self.func {
             None => {
                 // Under the lock: a disarm either precedes this (then `gen`
-                // differs) or follows it (then it drains this value). Full
-                // cannot happen (drained at every arming); closed: the user
-                // closed the channel, nothing to deliver.
+                // differs) or follows it (then it drains this value). Full:
+                // a tick the receiver has not taken yet (the new one is
+                // dropped, as Go's ticker drops it); closed: the user closed
+                // the channel, nothing to deliver.
                 let _ = self.ch.try_send(Instant::now());
             }
             Some(f) => {
@@ -201,6 +289,22 @@ impl Inner {
             }
         }
     }
+
+    fn debug(&self, f: &mut fmt::Formatter<'_>, name: &str) -> fmt::Result {
+        let st = self.lock();
+        let kind = match (&self.func, st.period) {
+            (Some(_), _) => "after_func",
+            (None, Some(_)) => "ticker",
+            (None, None) => "chan",
+        };
+        f.debug_struct(name)
+            .field("kind", &kind)
+            .field("deadline", &st.deadline)
+            .field("period", &st.period)
+            .field("generation", &st.gen)
+            .field("unreceived", &self.ch.len())
+            .finish()
+    }
 }
 
 impl Drop for Timer {
@@ -209,21 +313,20 @@ impl Drop for Timer {
     }
 }
 
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 impl fmt::Debug for Timer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let st = self.inner.lock();
-        f.debug_struct("Timer")
-            .field(
-                "kind",
-                &if self.inner.func.is_some() {
-                    "after_func"
-                } else {
-                    "chan"
-                },
-            )
-            .field("deadline", &st.deadline)
-            .field("generation", &st.gen)
-            .field("unreceived", &self.inner.ch.len())
-            .finish()
+        self.inner.debug(f, "Timer")
+    }
+}
+
+impl fmt::Debug for Ticker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.debug(f, "Ticker")
     }
 }

@@ -50,6 +50,11 @@ impl<T> Heap<T> {
         for i in (0..self.items.len()).rev() {
             self.sift_down(i);
         }
+        // Give back the memory of a heap that shrank a lot (a million timers
+        // stopped at once must not keep a million slots).
+        if self.items.capacity() > 4 * self.items.len() + 64 {
+            self.items.shrink_to(2 * self.items.len() + 16);
+        }
     }
 
     pub(crate) fn drain(&mut self) -> impl Iterator<Item = (u64, T)> + '_ {

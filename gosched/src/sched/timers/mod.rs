@@ -9,10 +9,34 @@
 //! A P-less caller (a plain thread inside `Runtime::block_on`, or an M whose P was
 //! retaken) uses the runtime's global `Timers` (`Shared::global_timers`).
 //!
-//! A timer entry is shared by the heap and the `Sleep` future that armed it:
-//! `ARMED → FIRED` (by whoever runs it, then the waker is called) or
-//! `ARMED → STOPPED` (the `Sleep` was dropped; the heap discards it lazily when it
-//! reaches the top, and compacts when stopped entries pile up).
+//! A timer entry is shared by the heap and its owner, and has a *target*: a
+//! `Waker` (the `Sleep` future) or a closure called by whoever runs the timer
+//! (the channel timers of `time`: `after`, `tick`, `Timer`, `after_func` — heap
+//! entries, not tasks; a closure sends on a cap-1 channel or starts a
+//! goroutine, and never blocks). Its `state`:
+//! - `ARMED → FIRED`: a waker entry run (the waker is taken and called);
+//! - `ARMED → RUNNING → FIRED`: a one-shot closure entry run; the runner takes
+//!   the closure out under the entry lock and calls it with no lock held (the
+//!   closure takes the timer's and the channel's locks, and `stop` is called
+//!   under the timer's lock: holding the entry lock across the call would invert
+//!   that order);
+//! - `ARMED → RUNNING → ARMED`: a periodic entry run; the runner puts the
+//!   closure back and re-arms under the entry lock, then pushes the entry again
+//!   at `when + period × (1 + lateness / period)` (Go's ticker: a late tick
+//!   drops the missed ones, no burst);
+//! - `ARMED | RUNNING → STOPPED`: `stop` (the owner dropped it, `Timer::stop`,
+//!   the last receiver of an `after` channel went away). The target is dropped
+//!   at once — by `stop` if the entry was ARMED, else by the runner when its
+//!   re-arm fails — so nothing the closure holds outlives the stop.
+//!
+//! Removal from the heap is lazy, as Go's: a stopped entry stays in its heap (a
+//! *zombie*; 16 bytes of heap slot and the small entry, its target already
+//! gone) until it reaches the top and is popped, or the heap is compacted.
+//! `stop` counts the zombie in the entry's home heap (`TimerEntry::home`, set
+//! when it is added), and whoever pushes the zombie count over a quarter of the
+//! heap compacts it at once (Go's `cleantimers`/`adjusttimers` rule), so a
+//! million stopped timers never keep a million entries, whatever thread stops
+//! them.
 //!
 //! Who runs timers: the M holding the P, at the top of `find_runnable`; spinning
 //! Ms, for every P, in the last steal round; and the one M that parks with a
@@ -27,9 +51,10 @@
 
 mod heap;
 
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::OnceLock;
+use std::sync::{OnceLock, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -47,6 +72,7 @@ pub(crate) const NEVER: u64 = u64::MAX;
 const ARMED: u8 = 0;
 const FIRED: u8 = 1;
 const STOPPED: u8 = 2;
+const RUNNING: u8 = 3;
 
 static EPOCH: OnceLock<Instant> = OnceLock::new();
 
@@ -85,23 +111,117 @@ pub(crate) fn ns_to_instant(ns: u64) -> Instant {
     epoch() + std::time::Duration::from_nanos(ns)
 }
 
-#[derive(Debug)]
+/// A timer on a heap: see the protocol above.
 pub(crate) struct TimerEntry {
     state: AtomicU8,
-    waker: Mutex<Option<Waker>>,
+    target: Mutex<Target>,
+    /// 0: one-shot; else the period in ns (a ticker).
+    period: u64,
+    /// The target is a closure (`Target::Call`), for good.
+    calls: bool,
+    /// The heap it was added to, where `stop` counts it as a zombie. Set once,
+    /// by the first `Timers::add` (a periodic entry is re-added to the same
+    /// heap).
+    home: OnceLock<Weak<Timers>>,
+}
+
+/// What a timer does when it fires.
+enum Target {
+    /// Wake a task (`Sleep`); `None` until its first poll stores the waker, and
+    /// after it fired or stopped.
+    Wake(Option<Waker>),
+    /// Call a closure on the M running the timer. `None` while the runner
+    /// calls it, and once dropped (fired one-shot, stopped).
+    Call(Option<Box<dyn FnMut() + Send>>),
+}
+
+impl fmt::Debug for TimerEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match self.state.load(Relaxed) {
+            ARMED => "armed",
+            RUNNING => "running",
+            FIRED => "fired",
+            _ => "stopped",
+        };
+        f.debug_struct("TimerEntry")
+            .field("state", &state)
+            .field("period_ns", &self.period)
+            .finish()
+    }
+}
+
+impl TimerEntry {
+    fn with_target(target: Target, period: u64) -> Arc<Self> {
+        Arc::new(TimerEntry {
+            state: AtomicU8::new(ARMED),
+            calls: matches!(target, Target::Call(_)),
+            target: Mutex::new(target),
+            period,
+            home: OnceLock::new(),
+        })
+    }
+
+    /// A timer that calls `f` on the M that runs it: once, or every `period`
+    /// (saturated at `MAX_WAIT`) until stopped. `f` must not block: it runs
+    /// inside the scheduler (send on a channel with room, start a goroutine).
+    pub(crate) fn call(f: impl FnMut() + Send + 'static, period: Option<Duration>) -> Arc<Self> {
+        let period = period.map_or(0, |p| p.min(MAX_WAIT).as_nanos().max(1) as u64);
+        Self::with_target(Target::Call(Some(Box::new(f))), period)
+    }
+
+    /// Stop the timer: it will not fire (again), and its waker or closure is
+    /// dropped now (a closure being called right now is dropped by its runner
+    /// when the call returns). Returns whether it was still armed or running.
+    pub(crate) fn stop(&self) -> bool {
+        let mut cur = self.state.load(Acquire);
+        loop {
+            if cur != ARMED && cur != RUNNING {
+                return false;
+            }
+            match self.state.compare_exchange(cur, STOPPED, AcqRel, Acquire) {
+                Ok(_) => break,
+                Err(now) => cur = now,
+            }
+        }
+        if cur == ARMED {
+            // Dropped outside the lock: a closure may hold a channel handle.
+            let taken = match &mut *lock(&self.target) {
+                Target::Wake(w) => (w.take(), None),
+                Target::Call(f) => (None, f.take()),
+            };
+            drop(taken);
+            // Still in its heap: one more zombie there.
+            if let Some(home) = self.home.get().and_then(Weak::upgrade) {
+                home.zombie_added();
+            }
+        }
+        true
+    }
 }
 
 pub(crate) struct Timers {
     heap: Mutex<Heap<Arc<TimerEntry>>>,
     when0: AtomicU64,
+    /// Stopped entries still in the heap, and the heap's length (mirrored under
+    /// the lock). Heuristics for when to compact, not synchronisation: std
+    /// atomics, outside loom's model. `zombies` may dip below zero for a moment
+    /// (an entry popped or compacted before its stopper counted it).
+    zombies: std::sync::atomic::AtomicIsize,
+    len: std::sync::atomic::AtomicUsize,
 }
 
+/// Compact a heap only from this size on (below it, popping zombies at the top
+/// is cheap enough).
+const COMPACT_MIN: usize = 64;
+
 impl Timers {
-    pub(crate) fn new() -> Self {
-        Timers {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Timers {
             heap: Mutex::new(Heap::new()),
             when0: AtomicU64::new(NEVER),
-        }
+            zombies: std::sync::atomic::AtomicIsize::new(0),
+            len: std::sync::atomic::AtomicUsize::new(0),
+        })
     }
 
     /// Earliest deadline (ns), `NEVER` if none. Lock-free.
@@ -110,15 +230,52 @@ impl Timers {
         self.when0.load(SeqCst)
     }
 
+    /// Entries in the heap, zombies included (tests and introspection).
+    #[allow(dead_code)]
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(Relaxed)
+    }
+
+    fn too_many_zombies(&self, len: usize) -> bool {
+        let z = self.zombies.load(Relaxed);
+        len >= COMPACT_MIN && z > 0 && z as usize * 4 > len
+    }
+
+    /// A stopped entry stays in this heap: count it, and compact once zombies
+    /// are over a quarter of the heap (amortised O(1) per stop: each compaction
+    /// removes at least a quarter of the entries it scans).
+    fn zombie_added(&self) {
+        self.zombies.fetch_add(1, Relaxed);
+        if self.too_many_zombies(self.len.load(Relaxed)) {
+            let mut heap = lock(&self.heap);
+            self.compact(&mut heap);
+        }
+    }
+
+    /// Drop every stopped entry (under the heap lock). The dropped entries'
+    /// targets are gone already, so dropping them runs no user code.
+    fn compact(&self, heap: &mut Heap<Arc<TimerEntry>>) {
+        if !self.too_many_zombies(heap.len()) {
+            return; // someone else compacted meanwhile
+        }
+        let before = heap.len();
+        heap.retain(|e| e.state.load(Acquire) != STOPPED);
+        self.zombies
+            .fetch_sub((before - heap.len()) as isize, Relaxed);
+        self.len.store(heap.len(), Relaxed);
+        self.when0.store(heap.peek_when().unwrap_or(NEVER), SeqCst);
+    }
+
     /// Arm a timer. Returns true if it became the earliest of this heap (the
     /// caller then makes sure some M will wake for it).
-    pub(crate) fn add(&self, when: u64, entry: Arc<TimerEntry>) -> bool {
+    pub(crate) fn add(self: &Arc<Self>, when: u64, entry: Arc<TimerEntry>) -> bool {
+        let _ = entry.home.get_or_init(|| Arc::downgrade(self));
         let mut heap = lock(&self.heap);
-        let n = heap.len();
-        if n >= 1024 && n.is_power_of_two() {
-            heap.retain(|e| e.state.load(Acquire) == ARMED);
-        }
         heap.push(when, entry);
+        self.len.store(heap.len(), Relaxed);
+        if self.too_many_zombies(heap.len()) {
+            self.compact(&mut heap);
+        }
         let first = heap.peek_when().unwrap_or(NEVER);
         let earliest = first == when && self.when0.load(Relaxed) != when;
         // SeqCst: pairs with the timer sleeper's SeqCst publish-then-read (see
@@ -127,32 +284,88 @@ impl Timers {
         earliest
     }
 
-    /// Run every due timer: mark it FIRED and wake its task. Returns how many fired.
-    pub(crate) fn run_due(&self, now: u64) -> usize {
+    /// Run every due timer (see the protocol). Returns how many fired.
+    pub(crate) fn run_due(self: &Arc<Self>, now: u64) -> usize {
         if self.when0.load(Acquire) > now {
             return 0;
         }
         let mut fired = 0;
         loop {
-            let entry = {
+            let (when, entry) = {
                 let mut heap = lock(&self.heap);
                 let e = heap.pop_if_due(now);
+                self.len.store(heap.len(), Relaxed);
                 self.when0.store(heap.peek_when().unwrap_or(NEVER), SeqCst);
                 match e {
-                    Some((_, e)) => e,
+                    Some(e) => e,
                     None => return fired,
                 }
             };
+            if !entry.calls {
+                if entry
+                    .state
+                    .compare_exchange(ARMED, FIRED, AcqRel, Acquire)
+                    .is_ok()
+                {
+                    fired += 1;
+                    let w = match &mut *lock(&entry.target) {
+                        Target::Wake(w) => w.take(),
+                        Target::Call(_) => None,
+                    };
+                    if let Some(w) = w {
+                        w.wake();
+                    }
+                } else {
+                    self.zombies.fetch_sub(1, Relaxed);
+                }
+                continue;
+            }
             if entry
                 .state
-                .compare_exchange(ARMED, FIRED, AcqRel, Acquire)
-                .is_ok()
+                .compare_exchange(ARMED, RUNNING, AcqRel, Acquire)
+                .is_err()
             {
-                fired += 1;
-                let w = lock(&entry.waker).take();
-                if let Some(w) = w {
-                    w.wake();
+                self.zombies.fetch_sub(1, Relaxed);
+                continue;
+            }
+            fired += 1;
+            let f = match &mut *lock(&entry.target) {
+                Target::Call(f) => f.take(),
+                Target::Wake(_) => None,
+            };
+            let Some(mut f) = f else { continue };
+            f();
+            if entry.period == 0 {
+                // One-shot: done (a concurrent stop found RUNNING and left the
+                // closure to us); dropped here, outside every lock.
+                let _ = entry
+                    .state
+                    .compare_exchange(RUNNING, FIRED, AcqRel, Acquire);
+                drop(f);
+                continue;
+            }
+            // Periodic: re-arm unless stopped meanwhile.
+            let rearmed = {
+                let mut t = lock(&entry.target);
+                let ok = entry
+                    .state
+                    .compare_exchange(RUNNING, ARMED, AcqRel, Acquire)
+                    .is_ok();
+                if ok {
+                    *t = Target::Call(Some(f));
+                    None
+                } else {
+                    Some(f)
                 }
+            };
+            match rearmed {
+                None => {
+                    let late = now.saturating_sub(when);
+                    let next =
+                        when.saturating_add(entry.period.saturating_mul(1 + late / entry.period));
+                    self.add(next, entry);
+                }
+                Some(f) => drop(f), // stopped while running
             }
         }
     }
@@ -160,6 +373,8 @@ impl Timers {
     /// Drop every timer (runtime shutdown); their wakers are dropped unfired.
     pub(crate) fn clear(&self) {
         let drained: Vec<_> = lock(&self.heap).drain().collect();
+        self.len.store(0, Relaxed);
+        self.zombies.store(0, Relaxed);
         self.when0.store(NEVER, SeqCst);
         drop(drained);
     }
@@ -251,15 +466,17 @@ impl Future for Sleep {
                 if e.state.load(Acquire) == FIRED {
                     return Poll::Ready(());
                 }
-                let mut w = lock(&e.waker);
-                // Re-check under the waker lock: the firing M sets FIRED before
+                let mut t = lock(&e.target);
+                // Re-check under the target lock: the firing M sets FIRED before
                 // taking the waker, so either it sees our waker or we see FIRED.
                 if e.state.load(Acquire) == FIRED {
                     return Poll::Ready(());
                 }
-                match &*w {
-                    Some(old) if old.will_wake(cx.waker()) => {}
-                    _ => *w = Some(cx.waker().clone()),
+                if let Target::Wake(w) = &mut *t {
+                    match w {
+                        Some(old) if old.will_wake(cx.waker()) => {}
+                        _ => *w = Some(cx.waker().clone()),
+                    }
                 }
                 Poll::Pending
             }
@@ -275,10 +492,7 @@ impl Future for Sleep {
                     return Poll::Ready(());
                 }
                 self.must_park = false;
-                let entry = Arc::new(TimerEntry {
-                    state: AtomicU8::new(ARMED),
-                    waker: Mutex::new(Some(cx.waker().clone())),
-                });
+                let entry = TimerEntry::with_target(Target::Wake(Some(cx.waker().clone())), 0);
                 self.entry = Some(entry.clone());
                 add_timer(when, entry);
                 Poll::Pending
@@ -290,12 +504,70 @@ impl Future for Sleep {
 impl Drop for Sleep {
     fn drop(&mut self) {
         if let Some(e) = &self.entry {
-            if e.state
-                .compare_exchange(ARMED, STOPPED, AcqRel, Acquire)
-                .is_ok()
-            {
-                lock(&e.waker).take();
-            }
+            e.stop();
         }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! A closure entry stopped while an M runs it: the closure is never started
+    //! after `stop` returns, a periodic entry is not re-armed once stopped, and
+    //! the closure (which holds a channel handle in `time::after`) is dropped
+    //! exactly once — by `stop` or by the runner, never by neither.
+    use super::*;
+    use loom::sync::atomic::AtomicUsize;
+
+    struct CountDrop(std::sync::Arc<AtomicUsize>);
+    impl Drop for CountDrop {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+
+    fn stop_races_run(period: Option<Duration>) {
+        loom::model(move || {
+            let timers = Timers::new();
+            let calls = std::sync::Arc::new(AtomicUsize::new(0));
+            let drops = std::sync::Arc::new(AtomicUsize::new(0));
+            let (c, guard) = (calls.clone(), CountDrop(drops.clone()));
+            let entry = TimerEntry::call(
+                move || {
+                    let _ = &guard;
+                    c.fetch_add(1, SeqCst);
+                },
+                period,
+            );
+            timers.add(0, entry.clone());
+            let t = timers.clone();
+            // Due at 0; a period of 1 ns re-arms at 11 > 10: one call at most.
+            let runner = loom::thread::spawn(move || t.run_due(10));
+            let was_live = entry.stop();
+            runner.join().unwrap();
+            let state = entry.state.load(SeqCst);
+            assert!(calls.load(SeqCst) <= 1);
+            assert_eq!(
+                drops.load(SeqCst),
+                1,
+                "the closure must be dropped exactly once"
+            );
+            match period {
+                // Stopped for good, never re-armed.
+                Some(_) => assert!(was_live && state == STOPPED),
+                // Fired before the stop (which then reports it dead), or stopped.
+                None => assert!((state == FIRED && !was_live) || state == STOPPED),
+            }
+            timers.clear();
+        });
+    }
+
+    #[test]
+    fn one_shot_stop_races_run() {
+        stop_races_run(None);
+    }
+
+    #[test]
+    fn periodic_stop_races_run() {
+        stop_races_run(Some(Duration::from_nanos(1)));
     }
 }
