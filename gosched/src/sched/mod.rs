@@ -14,6 +14,7 @@
 //! | `global.rs` | the global run queue |
 //! | `timers/` | per-P timer heaps, the clock, the `Sleep` future, the timer sleeper's glue |
 //! | `context.rs` | which runtime/M/P the calling thread belongs to; the global runtime |
+//! | `fault.rs` | a panic in user code the scheduler calls (wakers): caught and reported |
 //! | `syscall.rs` | `syscall(f)`: USER → SYSCALL → USER |
 //! | `owned.rs` | the tasks that have parked (for shutdown) |
 //! | `shutdown.rs` | stopping the Ms, cancelling what is left |
@@ -28,6 +29,7 @@
 pub(crate) mod alloc;
 pub(crate) mod config;
 pub(crate) mod context;
+pub(crate) mod fault;
 pub(crate) mod global;
 pub(crate) mod idle;
 pub(crate) mod machine;

@@ -399,7 +399,9 @@ unsafe fn complete<F: Future, S: Schedule>(
             // SAFETY: JOIN_WAKER was set when COMPLETE was published, so the
             // JoinHandle no longer writes the slot.
             if let Some(w) = unsafe { &*w } {
-                w.wake_by_ref();
+                super::fault::guarded("a task completed and woke its JoinHandle", || {
+                    w.wake_by_ref()
+                });
             }
         });
     }

@@ -313,7 +313,7 @@ impl Timers {
                         Target::Call(_) => None,
                     };
                     if let Some(w) = w {
-                        w.wake();
+                        super::fault::guarded("a timer fired", || w.wake());
                     }
                 } else {
                     self.zombies.fetch_sub(1, Relaxed);
@@ -334,7 +334,8 @@ impl Timers {
                 Target::Wake(_) => None,
             };
             let Some(mut f) = f else { continue };
-            f();
+            // A channel timer's closure wakes the channel's receiver.
+            super::fault::guarded("a channel timer fired", &mut f);
             if entry.period == 0 {
                 // One-shot: done (a concurrent stop found RUNNING and left the
                 // closure to us); dropped here, outside every lock.
