@@ -362,3 +362,62 @@ fn readied_goroutine_runs_while_its_readier_keeps_the_p() {
         rt.block_on(receiver).unwrap();
     }
 }
+
+/// A runtime dropped inside a goroutine of another cancels its goroutines on
+/// that foreign M: their stacks go back to their own pool, not to the M's
+/// runtime (issue 17 §4; before, B's next goroutine ran on A's stack and B's
+/// drop panicked "stack freed to a pool that did not allocate it").
+#[test]
+fn runtime_dropped_inside_another_keeps_its_stacks() {
+    let a = rt(1);
+    let b = rt(1);
+    let (started, gate) = (gosched::chan::<()>(0), gosched::chan::<()>(0));
+    let (s, g) = (started.clone(), gate.clone());
+    let _parked = a.go(move || {
+        s.send(()).unwrap();
+        let _ = g.recv(); // parked here when A is dropped
+    });
+    started.recv().unwrap();
+    b.block_on(b.go(move || drop(a))).unwrap();
+    let sum = b
+        .block_on(b.go(|| {
+            (0..200u64)
+                .map(|i| gosched::go(move || i))
+                .map(|h| h.join().unwrap())
+                .sum::<u64>()
+        }))
+        .unwrap();
+    assert_eq!(sum, 199 * 200 / 2);
+    drop(b); // must not panic
+    drop(gate);
+}
+
+/// `Runtime::block_on` inside a goroutine of another runtime would run the
+/// future (and its `go`/`spawn`) on the caller's runtime: it panics instead,
+/// saying what to do. On its own runtime it just blocks the goroutine.
+#[test]
+fn block_on_inside_another_runtimes_goroutine_panics_clearly() {
+    let a = Arc::new(rt(1));
+    let b = rt(1);
+    let a2 = a.clone();
+    let msg = b
+        .block_on(b.go(move || {
+            let err =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a2.block_on(async { 1 })))
+                    .expect_err("block_on of another runtime inside a goroutine must panic");
+            err.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
+        }))
+        .unwrap();
+    assert!(
+        msg.contains("another runtime") && msg.contains("rt.spawn"),
+        "{msg}"
+    );
+    let a3 = a.clone();
+    assert_eq!(
+        a.block_on(a.go(move || a3.block_on(async { 2 }))).unwrap(),
+        2
+    );
+}

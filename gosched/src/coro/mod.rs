@@ -238,12 +238,28 @@ fn acquire_stack(size: usize) -> Result<Stack, StackError> {
     })
 }
 
+/// Give a finished goroutine's stack back: to this P's cache, or to the pool
+/// of the runtime that allocated it when that is not the current one (a
+/// runtime dropped inside a goroutine of another cancels its goroutines on a
+/// foreign M). A stack whose runtime is gone already is leaked, never reused
+/// by another pool.
 fn release_stack(stack: Stack) {
-    with_current_and_p(|shared, p| match p {
-        // SAFETY: as above.
-        Some(p) => unsafe { p.local().stacks.put(&shared.stacks, stack) },
-        None => shared.stacks.free(stack),
-    })
+    let foreign = with_current_and_p(|shared, p| {
+        if stack.pool_id() != shared.stacks.id() {
+            return Some(stack);
+        }
+        match p {
+            // SAFETY: as above.
+            Some(p) => unsafe { p.local().stacks.put(&shared.stacks, stack) },
+            None => shared.stacks.free(stack),
+        }
+        None
+    });
+    if let Some(stack) = foreign {
+        if let Some(owner) = context::runtime_of_pool(stack.pool_id()) {
+            owner.stacks.free(stack);
+        }
+    }
 }
 
 /// Suspend the current goroutine until its task is polled again.

@@ -146,9 +146,19 @@ impl Runtime {
     /// a goroutine only the goroutine blocks.
     ///
     /// # Panics
-    /// When called from inside an async task (use `.await`).
+    /// When called from inside an async task (use `.await`), and inside a
+    /// goroutine of *another* runtime: the future would run on that one (its
+    /// `go`/`spawn` calls included), so spawn it on this runtime instead
+    /// (`rt.spawn(fut)` / `rt.go(f)`) and join the handle.
     pub fn block_on<F: Future>(&self, fut: F) -> F::Output {
         if coro::in_goroutine() {
+            let ours = context::current().is_some_and(|c| Arc::ptr_eq(&c.shared, &self.shared));
+            assert!(
+                ours,
+                "gosched: Runtime::block_on called inside a goroutine of another runtime: the \
+                 future would run there, not on this runtime; use rt.spawn(fut) or rt.go(f) and \
+                 join the handle instead"
+            );
             return coro::block_on(fut);
         }
         let _enter = EnterGuard::new(&self.shared);

@@ -76,6 +76,31 @@ pub(crate) fn global() -> &'static Arc<Shared> {
     GLOBAL.get_or_init(|| Shared::new(Config::global()))
 }
 
+/// Every runtime built in this process, by stack-pool id: a goroutine's stack
+/// goes back to the pool that allocated it even when the goroutine ends (or is
+/// cancelled) on a thread of another runtime — dropping runtime A inside a
+/// goroutine of runtime B cancels A's goroutines on B's M. Consulted only then.
+#[cfg(not(loom))]
+static RUNTIMES: std::sync::Mutex<Vec<(u32, std::sync::Weak<Shared>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// `Shared::new`: make the runtime findable by its stack pool's id.
+#[cfg(not(loom))]
+pub(crate) fn register_runtime(shared: &Arc<Shared>) {
+    let mut all = RUNTIMES.lock().unwrap_or_else(|e| e.into_inner());
+    all.retain(|(_, w)| w.strong_count() > 0);
+    all.push((shared.stacks.id(), Arc::downgrade(shared)));
+}
+
+/// The live runtime whose stack pool has id `pool`.
+#[cfg(not(loom))]
+pub(crate) fn runtime_of_pool(pool: u32) -> Option<Arc<Shared>> {
+    let all = RUNTIMES.lock().unwrap_or_else(|e| e.into_inner());
+    all.iter()
+        .find(|(id, _)| *id == pool)
+        .and_then(|(_, w)| w.upgrade())
+}
+
 /// Run `f` with the runtime the calling code belongs to: the M's, else the one
 /// entered by `Runtime::block_on`, else the global runtime.
 #[inline(never)]

@@ -134,7 +134,7 @@ impl Shared {
         #[cfg(not(loom))]
         crate::stack::overflow::install_overflow_handler();
         let n = config.procs;
-        Arc::new_cyclic(|me| Shared {
+        let shared = Arc::new_cyclic(|me| Shared {
             procs: (0..n)
                 .map(|i| CachePadded::new(Processor::new(i)))
                 .collect(),
@@ -164,7 +164,10 @@ impl Shared {
             threads: Mutex::new(Vec::new()),
             me: me.clone(),
             config,
-        })
+        });
+        #[cfg(not(loom))]
+        context::register_runtime(&shared);
+        shared
     }
 
     pub(crate) fn arc(&self) -> Arc<Shared> {

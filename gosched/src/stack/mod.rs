@@ -364,6 +364,11 @@ impl Stack {
     pub(crate) fn size(&self) -> usize {
         self.base.get() - self.limit.get() - self.guard as usize
     }
+
+    /// Id of the pool that allocated it (the only one it may be freed to).
+    pub(crate) fn pool_id(&self) -> u32 {
+        self.pool
+    }
 }
 
 // SAFETY: `limit..base` is a mapping owned by this `Stack` while it is out of
@@ -490,6 +495,11 @@ impl StackPool {
     /// A pool with the default configuration.
     pub(crate) fn new() -> StackPool {
         StackPool::with_config(PoolConfig::default())
+    }
+
+    /// This pool's id (what [`Stack::pool_id`] names).
+    pub(crate) fn id(&self) -> u32 {
+        self.id
     }
 
     /// A pool with explicit tunables.
