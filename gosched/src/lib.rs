@@ -18,8 +18,30 @@
 //! ```
 //!
 //! See `docs/ARCHITECTURE.md` in the repository for the design (module layers,
-//! where each protocol lives, the wake-up path) and `coro` for the
-//! goroutine/thread-local caveat.
+//! where each protocol lives, the wake-up path).
+//!
+//! # The thread rule
+//!
+//! **A goroutine runs on the OS thread (M) where it first ran, for its whole
+//! life.** The reason is soundness: LLVM assumes a function never changes thread
+//! between two of its own thread-local accesses and caches a thread-local's
+//! address across calls (llvm/llvm-project#98479), so a goroutine that resumed
+//! on another thread after a blocking call could read and write the *previous*
+//! thread's slot — through any library that touches a thread-local before and
+//! after the call (a `tracing` span, an RNG handle, a `RefCell` cache). With the
+//! rule, thread-locals in goroutines behave exactly as on a plain thread.
+//!
+//! New goroutines are still spread and stolen across the Ms until their first
+//! run; after that a readied goroutine waits for its own M (which is woken for
+//! it). Async tasks move freely (a poll never spans a thread switch, and the
+//! compiler checks `Send` across `.await`). The cost: a goroutine readied by a
+//! goroutine that keeps its M busy waits until that one blocks, and work does
+//! not rebalance after the first run.
+//!
+//! Go's free migration is an opt-in: [`Builder::migrate_goroutines`] for a
+//! runtime, [`Go::migratable`] for one goroutine. Both are `unsafe`: the caller
+//! promises that the goroutines touch no thread-local both before and after a
+//! blocking call within one function activation.
 
 #![warn(missing_debug_implementations, rust_2018_idioms)]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
@@ -74,8 +96,9 @@ pub use sched::task::{JoinError, JoinHandle, TaskId};
 /// If no stack can be reserved for it; [`try_go`] returns the error instead.
 ///
 /// # Thread-locals
-/// A goroutine may resume on another OS thread after any blocking call: do not
-/// hold references into `thread_local!`s across blocking calls.
+/// The goroutine stays on the OS thread where it first runs (see "The thread
+/// rule" above), so thread-locals behave as on a plain thread — unless the
+/// runtime was built with the unsafe [`Builder::migrate_goroutines`].
 #[cfg(not(loom))]
 pub fn go<F, T>(f: F) -> JoinHandle<T>
 where

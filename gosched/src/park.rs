@@ -17,7 +17,10 @@ use crate::loom::sync::atomic::{AtomicBool, Ordering::*};
 use crate::loom::thread::{self, Thread};
 
 pub(crate) struct Parker {
-    thread: Thread,
+    /// The owner thread; set at creation, or by `bind` for a parker made on
+    /// behalf of a thread not started yet (an M: `newm`). A `wake` before the
+    /// bind only sets the token, which the owner sees before it first parks.
+    thread: std::sync::OnceLock<Thread>,
     token: AtomicBool,
 }
 
@@ -25,16 +28,31 @@ pub(crate) struct Parker {
 impl Parker {
     /// A parker for the calling thread.
     pub(crate) fn new() -> Self {
+        let p = Parker::unbound();
+        p.bind();
+        p
+    }
+
+    /// A parker for a thread that will call `bind` before it first waits.
+    pub(crate) fn unbound() -> Self {
         Parker {
-            thread: thread::current(),
+            thread: std::sync::OnceLock::new(),
             token: AtomicBool::new(false),
         }
+    }
+
+    /// Owner, once, before its first wait: make the calling thread the owner.
+    pub(crate) fn bind(&self) {
+        let ok = self.thread.set(thread::current()).is_ok();
+        debug_assert!(ok, "Parker bound twice");
     }
 
     /// Any thread: wake the owner (idempotent until it consumes the token).
     pub(crate) fn wake(&self) {
         if !self.token.swap(true, Release) {
-            self.thread.unpark();
+            if let Some(t) = self.thread.get() {
+                t.unpark();
+            }
         }
     }
 
@@ -54,7 +72,9 @@ impl Parker {
     /// Wake the owner without a token (it re-checks its stop condition).
     #[cfg(loom)]
     fn wake_for_shutdown(&self) {
-        self.thread.unpark();
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
     }
 
     /// Forget a pending wake. Only for an owner that knows nobody may still owe

@@ -12,7 +12,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    crate::sched::context::with_current(|shared| shared.spawn_with_id(|_| fut))
+    crate::sched::context::with_current(|shared| shared.spawn_with_id(|_| fut, false))
 }
 
 /// Let other tasks run: the task goes to the global run queue (Go's `Gosched`)

@@ -310,13 +310,27 @@ fn cancelled_goroutine_destructor_may_block() {
 /// Readied both ways: by a channel hand-off to a parked receiver (`try_send` on
 /// a cap-0 channel succeeds only then) and by `go`. Without that M the readier
 /// would spin to its deadline and the assertion says what went wrong.
+///
+/// The hand-off case readies a goroutine that has started, which by the thread
+/// rule may only run on its own M — here the busy readier's — so it runs in a
+/// runtime that lets goroutines migrate; a new goroutine (`go`) is stolen in
+/// either mode.
 #[test]
 fn readied_goroutine_runs_while_its_readier_keeps_the_p() {
     use std::sync::atomic::AtomicBool;
     use std::time::Instant;
-    let rt = rt(2);
-    for round in 0..200 {
-        let by_send = round % 2 == 0;
+    // SAFETY: these goroutines touch no thread-local across a blocking call.
+    let migrating = unsafe { gosched::Builder::new().procs(2).migrate_goroutines(true) }
+        .build()
+        .unwrap();
+    let pinned = rt(2);
+    for round in 0..300 {
+        let by_send = round % 3 == 0;
+        let rt = if by_send || round % 3 == 1 {
+            &migrating
+        } else {
+            &pinned
+        };
         let ran = Arc::new(AtomicBool::new(false));
         let tx = gosched::chan::<()>(0);
         let rx = tx.clone();

@@ -334,6 +334,8 @@ impl std::error::Error for SpawnError {
 pub struct Go {
     name: Option<StdArc<str>>,
     stack_size: Option<usize>,
+    /// `Some(true)`: may change M after it started (see `migratable`).
+    migratable: Option<bool>,
 }
 
 impl Go {
@@ -350,6 +352,20 @@ impl Go {
     /// Usable stack bytes for this goroutine (rounded up to pages; minimum 16 KiB).
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Let this goroutine change OS thread after it started (Go's scheduling),
+    /// or (`false`) keep it on the M where it first runs even in a runtime
+    /// built with [`Builder::migrate_goroutines`](crate::Builder::migrate_goroutines).
+    ///
+    /// # Safety
+    /// With `true`, the caller makes the promise of
+    /// [`Builder::migrate_goroutines`](crate::Builder::migrate_goroutines) for
+    /// this goroutine: it touches no thread-local both before and after a
+    /// blocking call within one function activation.
+    pub unsafe fn migratable(mut self, yes: bool) -> Self {
+        self.migratable = Some(yes);
         self
     }
 
@@ -393,7 +409,8 @@ impl Go {
             .check_map_budget()
             .map_err(SpawnError::Stack)?;
         let name = self.name;
-        Ok(shared.spawn_with_id(move |id| Goroutine::new(f, id, name, size)))
+        let pinned = !self.migratable.unwrap_or(shared.config.migrate_goroutines);
+        Ok(shared.spawn_with_id(move |id| Goroutine::new(f, id, name, size), pinned))
     }
 }
 

@@ -31,6 +31,7 @@ pub struct Builder {
     stack_size: usize,
     max_threads: usize,
     name: String,
+    migrate_goroutines: bool,
 }
 
 impl Default for Builder {
@@ -46,6 +47,7 @@ impl Builder {
             stack_size: crate::stack::DEFAULT_STACK_SIZE,
             max_threads: DEFAULT_MAX_THREADS,
             name: "gosched".into(),
+            migrate_goroutines: false,
         }
     }
 
@@ -75,6 +77,28 @@ impl Builder {
         self
     }
 
+    /// Let goroutines change OS thread after they started: Go's scheduler,
+    /// exactly (a readied goroutine runs on whichever M readied it or steals
+    /// it). By default a goroutine stays on the M where it first ran, because
+    /// moving a running function to another thread breaks thread-locals (see
+    /// the crate docs, "The thread rule"); this mode trades that guarantee for
+    /// speed where goroutines hand work to each other across Ms.
+    ///
+    /// # Safety
+    /// The caller promises that no goroutine of this runtime touches a
+    /// thread-local (its own, or one inside any library it calls: `tracing`
+    /// spans, RNG handles, allocator or logger caches, `RefCell` caches...) both
+    /// before and after a blocking call (a channel operation, `sleep`, `join`,
+    /// `yield_now`, a mutex, `syscall`, an `.await` inside `block_on`) within
+    /// one function activation. LLVM caches a thread-local's address across
+    /// calls, so even a fresh `with` after the blocking call may read and
+    /// write the previous thread's slot: undefined behaviour, not a stale value.
+    /// Async tasks are unaffected (they never move during a poll).
+    pub unsafe fn migrate_goroutines(mut self, yes: bool) -> Self {
+        self.migrate_goroutines = yes;
+        self
+    }
+
     pub fn build(self) -> std::io::Result<Runtime> {
         let procs = self.procs.unwrap_or_else(default_procs);
         crate::stack::round_size(self.stack_size)
@@ -85,6 +109,7 @@ impl Builder {
                 stack_size: self.stack_size,
                 max_threads: self.max_threads.max(procs + 1),
                 name: self.name,
+                migrate_goroutines: self.migrate_goroutines,
             }),
             stopped: false,
         })
@@ -138,7 +163,7 @@ impl Runtime {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.shared.spawn_with_id(|_| fut)
+        self.shared.spawn_with_id(|_| fut, false)
     }
 
     /// Run `fut` to completion on the calling thread, with this runtime as the

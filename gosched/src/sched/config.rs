@@ -16,6 +16,10 @@ pub(crate) struct Config {
     pub(crate) max_threads: usize,
     /// Prefix of the M threads' names.
     pub(crate) name: String,
+    /// Goroutines may change M after they started (Go's scheduler, exactly);
+    /// set only through `unsafe fn Builder::migrate_goroutines`. Default false:
+    /// the thread rule (`machine.rs`).
+    pub(crate) migrate_goroutines: bool,
 }
 
 impl Config {
@@ -29,6 +33,7 @@ impl Config {
             stack_size: DEFAULT_STACK_SIZE,
             max_threads: DEFAULT_MAX_THREADS.max(procs + 1),
             name: "gosched-global".into(),
+            migrate_goroutines: false,
         }
     }
 }

@@ -42,6 +42,7 @@
 
 use super::machine::{newm, Machine};
 use super::status;
+use super::task::Task;
 use super::{Sched, Shared};
 use crate::loom::lock;
 use crate::loom::sync::atomic::Ordering::*;
@@ -51,6 +52,10 @@ use std::sync::Arc;
 pub(crate) struct IdleLists {
     ps: Vec<usize>,
     ms: Vec<Arc<Machine>>,
+    /// P-less Ms whose homed goroutines wait for a P (`machine.rs`, "The
+    /// thread rule"): `pidleput` hands them Ps before any P goes idle, so this
+    /// list is non-empty only while no P is idle.
+    pub(crate) want_p: Vec<Arc<Machine>>,
 }
 
 impl IdleLists {
@@ -59,6 +64,7 @@ impl IdleLists {
         IdleLists {
             ps: (0..procs).rev().collect(),
             ms: Vec::new(),
+            want_p: Vec::new(),
         }
     }
 }
@@ -80,9 +86,17 @@ impl Shared {
         self.pidleget(&mut s)
     }
 
-    /// Put a P on the idle list (caller holds the lock and owns the P).
+    /// Put a P on the idle list (caller holds the lock and owns the P) — or,
+    /// if an M with homed goroutines waits for a P, hand it that M instead.
     pub(crate) fn pidleput(&self, s: &mut Sched, p: usize) {
         debug_assert!(!self.procs[p].has_work(), "idle P with queued work");
+        if !s.idle.want_p.is_empty() {
+            let m = s.idle.want_p.remove(0);
+            self.procs[p].status.store(status::RUNNING);
+            self.procs[p].set_owner(&m);
+            m.start(p, false);
+            return;
+        }
         self.procs[p].status.store(status::IDLE);
         s.idle.ps.push(p);
         self.npidle.fetch_add(1, SeqCst);
@@ -153,9 +167,52 @@ impl Shared {
         true
     }
 
-    /// Shutdown: take every idle M (to wake it for exit).
+    /// Placement (`machine.rs`, "The thread rule"): start an idle M on an idle
+    /// P with `task`, a pinned goroutine that has not run yet, homed on it.
+    /// `Err(task)` if there is no idle P or no idle M.
+    pub(crate) fn start_idle_m_with(&self, task: Task) -> Result<(), Task> {
+        let (p, m) = {
+            let mut s = lock(&self.sched);
+            if self.shutdown.load(Acquire) {
+                return Err(task);
+            }
+            let Some(p) = self.pidleget(&mut s) else {
+                return Err(task);
+            };
+            (p, s.idle.ms.pop())
+        };
+        // No M on the idle list: the runnext watcher is idle too (as `wakep`).
+        let Some(m) = m.or_else(|| self.take_watcher()) else {
+            self.release_p(p);
+            return Err(task);
+        };
+        m.homed.fetch_add(1, Relaxed);
+        task.set_home(m.clone());
+        m.push_remote(task);
+        self.procs[p].set_owner(&m);
+        m.start(p, false);
+        Ok(())
+    }
+
+    /// Take `m` off the idle list; false if it is not there (`wakep` popped it:
+    /// a P is on its way to it).
+    pub(crate) fn leave_idle_ms(&self, s: &mut Sched, m: &Arc<Machine>) -> bool {
+        match s.idle.ms.iter().position(|x| Arc::ptr_eq(x, m)) {
+            Some(i) => {
+                s.idle.ms.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Shutdown: take every idle M and every M waiting for a P (to wake them
+    /// for exit).
     pub(crate) fn drain_idle_ms(&self) -> Vec<Arc<Machine>> {
-        lock(&self.sched).idle.ms.drain(..).collect()
+        let mut s = lock(&self.sched);
+        let mut all: Vec<_> = s.idle.ms.drain(..).collect();
+        all.append(&mut s.idle.want_p);
+        all
     }
 
     /// Go's `wakep`: if nobody spins, start a spinning M on an idle P. The P and
@@ -187,7 +244,10 @@ impl Shared {
         // No idle M: the runnext watcher is idle too, use it rather than a new
         // thread.
         match m.or_else(|| self.take_watcher()) {
-            Some(m) => m.start(p, true),
+            Some(m) => {
+                self.procs[p].set_owner(&m);
+                m.start(p, true)
+            }
             None => newm(self.arc(), p, true),
         }
     }

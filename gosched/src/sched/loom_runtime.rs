@@ -49,6 +49,7 @@ fn runtime_with(procs: usize, max_threads: usize) -> Arc<Shared> {
         stack_size: 0,
         max_threads,
         name: "loom".into(),
+        migrate_goroutines: false,
     })
 }
 
@@ -57,7 +58,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    rt.spawn_with_id(|_| fut)
+    rt.spawn_with_id(|_| fut, false)
 }
 
 /// Shut the runtime down from the main thread and check that every M exited.
@@ -81,24 +82,56 @@ fn foreign_wake_races_the_last_m_parking() {
     model(1, || foreign_wake(runtime_with(1, 2)));
 }
 
+/// The thread rule (`machine.rs`): a task pinned to the M where it first ran,
+/// woken by a foreign thread, goes to that M's inbox and wakes its parker; the
+/// M — parked on the idle list, as the timer sleeper or the watcher, or about
+/// to park — must leave its park, get a P and run it.
+#[test]
+fn foreign_wake_of_a_homed_task() {
+    model(PREEMPTIONS, || foreign_wake_pinned(runtime(), true));
+}
+
+/// The same on one P and two Ms with a preemption: the inbox push and parker
+/// token race every step of the home M's way to its park.
+#[test]
+fn foreign_wake_of_a_homed_task_races_its_m_parking() {
+    model(1, || foreign_wake_pinned(runtime_with(1, 2), true));
+}
+
 fn foreign_wake(rt: Arc<Shared>) {
+    foreign_wake_pinned(rt, false)
+}
+
+fn foreign_wake_pinned(rt: Arc<Shared>, pinned: bool) {
     {
         let enter = EnterGuard::new(&rt);
         let slot: Arc<Mutex<Option<Waker>>> = Arc::new(Mutex::new(None));
         let parked_note = Arc::new(Notify::new());
         let (s, n) = (slot.clone(), parked_note.clone());
         let mut parked = false;
-        let h = spawn(
-            &rt,
-            poll_fn(move |cx| {
-                if parked {
-                    return Poll::Ready(7);
-                }
-                parked = true;
-                *s.lock().unwrap() = Some(cx.waker().clone());
-                n.notify();
-                Poll::Pending
-            }),
+        let home: Arc<Mutex<Option<thread::ThreadId>>> = Arc::new(Mutex::new(None));
+        let h2 = home.clone();
+        let h = rt.spawn_with_id(
+            |_| {
+                poll_fn(move |cx| {
+                    // A pinned task runs on one M (loom thread) only.
+                    let me = thread::current().id();
+                    let mut h = h2.lock().unwrap();
+                    if pinned {
+                        assert!(h.is_none_or(|t| t == me), "a pinned task changed M");
+                    }
+                    *h = Some(me);
+                    drop(h);
+                    if parked {
+                        return Poll::Ready(7);
+                    }
+                    parked = true;
+                    *s.lock().unwrap() = Some(cx.waker().clone());
+                    n.notify();
+                    Poll::Pending
+                })
+            },
+            pinned,
         );
         let waker = thread::spawn(move || loop {
             // loom's `Notify` may wake spuriously: check the slot.

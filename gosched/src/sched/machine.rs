@@ -34,13 +34,50 @@
 //! reads `sleeper_until` (all SeqCst), so one of them sees the other. An idle
 //! runtime with no timers has every M parked: no CPU is used.
 //!
+//! # The thread rule
+//!
+//! A goroutine (a stackful task, `coro`) stays on the M where it first ran, for
+//! its whole life: LLVM caches a thread-local's address across calls, so a
+//! function that resumed on another thread could read and write the previous
+//! thread's slot (llvm/llvm-project#98479). Unstarted goroutines and async tasks
+//! (which never move during a poll) are queued, stolen and handed off as Go
+//! does. `Builder::migrate_goroutines` (unsafe) turns the rule off.
+//!
+//! - *Home.* At its first run the M records itself in the task header
+//!   (`Task::set_home`). From then on the task is never in a P's queue or the
+//!   global queue, so nobody can steal it.
+//! - *Ready.* A homed task readied on its own M goes into the M's `next` slot
+//!   (its `runnext`: it inherits the time slice, the slot's previous occupant
+//!   moves to the back of `localq`); readied anywhere else (another M, a timer,
+//!   a plain thread) it is pushed on its M's `inbox` (a small locked queue) and
+//!   the M's parker is woken. Woken during its own poll, or yielding, it goes
+//!   to the back of `localq`. `next` and `localq` are the M's own (no lock).
+//! - *Running it.* An M holding a P takes `next` first, then alternates, by
+//!   schedule tick, between its homed queue and the P's queue, so neither
+//!   starves. A P-less M with homed work takes an idle P; if there is none it
+//!   waits on the *want-P* list, and the next M that would put a P on the idle
+//!   list hands it over instead (`Shared::pidleput`). So: want-P non-empty ⇒ no
+//!   idle P (both under the scheduler lock).
+//! - *Parking.* An M parks only after finding its homed queues empty; a
+//!   pusher's wake is a parker token, and every park loop re-checks the inbox
+//!   (a reset token is never trusted), so no wake-up is lost. Parked on the
+//!   idle list and woken by homed work, the M leaves the list for an idle P or
+//!   the want-P list; if `wakep` popped it first, a P is already on its way.
+//! - *Shutdown.* An exiting M moves its `next` and `localq` into its inbox;
+//!   teardown closes and drains every inbox (later pushes cancel the task).
+//!
+//! Cost: a goroutine readied on another M runs only when its home M gets to it
+//! (and wakes it if parked); work does not rebalance after the first run, so
+//! `go` places new goroutines as before (stolen while unstarted).
+//!
 //! # Retaken Ps
 //!
 //! The poll of a task runs with the P in USER. When the poll returns, the M CASes
 //! USER→RUNNING; if that fails, sysmon retook the P (the sysmon issue) and the M
 //! is P-less: it looks for an idle P and otherwise parks, as Go's `exitsyscall`.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::ptr;
 use std::time::Duration;
 
@@ -52,6 +89,7 @@ use super::timers::{now_ns, NEVER};
 use super::Shared;
 use crate::loom::lock;
 use crate::loom::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering::*};
+use crate::loom::sync::Mutex;
 use crate::loom::thread;
 use crate::park::Parker;
 use std::sync::Arc;
@@ -64,11 +102,26 @@ const STEAL_ROUNDS: usize = 4;
 /// the victim most likely just readied that G and is about to block.
 const RUNNEXT_STEAL_DELAY: Duration = Duration::from_micros(3);
 const NO_P: usize = usize::MAX;
+/// An M places new goroutines on other Ms only once it holds this many.
+const PLACE_MIN: usize = 32;
 
 pub(crate) struct Machine {
     pub(crate) parker: Parker,
     nextp: AtomicUsize,
     next_spinning: AtomicBool,
+    /// Homed tasks readied by other threads (see "The thread rule").
+    inbox: Mutex<Inbox>,
+    /// `inbox.tasks.len()`, for lock-free emptiness checks.
+    inbox_len: AtomicUsize,
+    /// Live goroutines homed here (placed or started, not yet complete).
+    /// Heuristic for placement: std atomic, outside loom's model.
+    pub(crate) homed: std::sync::atomic::AtomicUsize,
+}
+
+struct Inbox {
+    tasks: VecDeque<Task>,
+    /// Set by teardown: a push cancels the task instead.
+    closed: bool,
 }
 
 impl Machine {
@@ -92,6 +145,51 @@ impl Machine {
         let p = self.nextp.swap(NO_P, Acquire);
         (p != NO_P).then(|| (p, self.next_spinning.load(Relaxed)))
     }
+
+    /// An M for a thread about to be started (it binds the parker itself).
+    fn new() -> Machine {
+        Machine {
+            parker: Parker::unbound(),
+            nextp: AtomicUsize::new(NO_P),
+            next_spinning: AtomicBool::new(false),
+            inbox: Mutex::new(Inbox {
+                tasks: VecDeque::new(),
+                closed: false,
+            }),
+            inbox_len: AtomicUsize::new(0),
+            homed: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// Another thread readies a task homed on this M: queue it and wake the M
+    /// (a token: harmless if it is running, and it re-checks the inbox before
+    /// it parks).
+    pub(crate) fn push_remote(&self, task: Task) {
+        {
+            let mut inbox = lock(&self.inbox);
+            if !inbox.closed {
+                inbox.tasks.push_back(task);
+                self.inbox_len.store(inbox.tasks.len(), SeqCst);
+                drop(inbox);
+                self.parker.wake();
+                return;
+            }
+        }
+        // Torn down: cancel it here, as a push to the closed global queue does.
+        task.shutdown();
+    }
+
+    fn has_inbox(&self) -> bool {
+        self.inbox_len.load(SeqCst) != 0
+    }
+
+    /// Teardown: close the inbox and take what is in it.
+    pub(crate) fn close_inbox(&self) -> Vec<Task> {
+        let mut inbox = lock(&self.inbox);
+        inbox.closed = true;
+        self.inbox_len.store(0, SeqCst);
+        inbox.tasks.drain(..).collect()
+    }
 }
 
 /// The calling M's per-thread context.
@@ -105,6 +203,10 @@ pub(crate) struct MachineCtx {
     pub(crate) yielded: Cell<bool>,
     /// True while a task's poll runs.
     pub(crate) in_poll: Cell<bool>,
+    /// Homed tasks readied on this M: the `runnext` of the thread rule, and
+    /// the local FIFO behind it. Only this thread touches them.
+    next: Cell<Option<Task>>,
+    localq: RefCell<VecDeque<Task>>,
 }
 
 /// Start a new M (OS thread) running P `p`.
@@ -132,10 +234,17 @@ pub(crate) fn newm(shared: Arc<Shared>, p: usize, spinning: bool) {
         return;
     }
     *lock(&shared.live_ms) += 1;
+    // The M exists before its thread, so that placement can send goroutines
+    // to it while the OS starts the thread (`place`).
+    let m = Arc::new(Machine::new());
+    lock(&shared.machines).push(m.clone());
+    shared.procs[p]
+        .owner
+        .store(Arc::as_ptr(&m).cast_mut(), Release);
     let s2 = shared.clone();
     let res = thread::Builder::new()
         .name(format!("{}-m{n}", shared.config.name))
-        .spawn(move || mstart(s2, p, spinning));
+        .spawn(move || mstart(s2, m, p, spinning));
     match res {
         Ok(h) => lock(&shared.threads).push(h),
         Err(e) => {
@@ -157,21 +266,20 @@ impl Drop for ExitGuard {
     }
 }
 
-fn mstart(shared: Arc<Shared>, p: usize, spinning: bool) {
+fn mstart(shared: Arc<Shared>, m: Arc<Machine>, p: usize, spinning: bool) {
     let _exit = ExitGuard(shared.clone());
+    m.parker.bind();
     #[cfg(not(loom))]
     crate::stack::overflow::ensure_thread_altstack();
     let ctx = MachineCtx {
         shared: shared.clone(),
-        m: Arc::new(Machine {
-            parker: Parker::new(),
-            nextp: AtomicUsize::new(NO_P),
-            next_spinning: AtomicBool::new(false),
-        }),
+        m,
         p: Cell::new(Some(p)),
         spinning: Cell::new(spinning),
         yielded: Cell::new(false),
         in_poll: Cell::new(false),
+        next: Cell::new(None),
+        localq: RefCell::new(VecDeque::new()),
     };
     // Uninstalled before `ctx` is dropped (declared after it).
     let _installed = context::install_machine(&ctx);
@@ -203,8 +311,77 @@ impl MachineCtx {
             if self.spinning.get() {
                 self.resetspinning();
             }
+            let Some(task) = self.place(task) else {
+                continue;
+            };
             self.execute(task, inherit);
         }
+    }
+
+    /// A pinned goroutine about to run for the first time stays where it
+    /// first runs, so choose that M now: here, unless this M already holds at
+    /// least `PLACE_MIN` homed goroutines and either a P is idle (then an idle
+    /// M is started there with it, or it goes to the global queue for a new M)
+    /// or it holds over 11/10 of the average of the Ms holding a P (then it is
+    /// homed on the least loaded of them and pushed to its inbox: it starts
+    /// there). Returns the task if it runs here.
+    fn place(&self, task: Task) -> Option<Task> {
+        if !task.pinned() || task.home().is_some() {
+            return Some(task);
+        }
+        let me: *const Machine = Arc::as_ptr(&self.m);
+        let mine = self.m.homed.load(Relaxed);
+        let mut task = task;
+        if mine >= PLACE_MIN && self.shared.idle_ps() > 0 {
+            // A P is idle: start an idle M there with this goroutine.
+            match self.shared.start_idle_m_with(task) {
+                Ok(()) => return None,
+                Err(t) if self.shared.nthreads.load(Relaxed) < self.shared.config.max_threads => {
+                    // No idle M yet: the global queue, and `wakep` starts one
+                    // (it takes the task and, holding none, runs it).
+                    self.shared.global_push(t);
+                    self.shared.wakep();
+                    return None;
+                }
+                Err(t) => task = t,
+            }
+        }
+        if mine >= PLACE_MIN && self.shared.procs.len() > 1 {
+            let (mut total, mut ms) = (mine, 1);
+            let mut best: Option<(*const Machine, usize)> = None;
+            for q in self.shared.procs.iter() {
+                let m = q.owner.load(Acquire).cast_const();
+                if m.is_null() || m == me || !status::is_held_by_m(q.status.load()) {
+                    continue;
+                }
+                // SAFETY: `owner` points into `Shared::machines` (see there).
+                let c = unsafe { &*m }.homed.load(Relaxed);
+                total += c;
+                ms += 1;
+                if best.is_none_or(|(_, bc)| c < bc) {
+                    best = Some((m, c));
+                }
+            }
+            if let Some((m, c)) = best {
+                if c < mine && mine * 10 * ms > total * 11 {
+                    // SAFETY: `m` came from `Arc::as_ptr` of an M in
+                    // `Shared::machines`, which holds a strong count for the
+                    // runtime's life: taking one more and owning it is sound.
+                    let arc = unsafe {
+                        Arc::increment_strong_count(m);
+                        Arc::from_raw(m)
+                    };
+                    arc.homed.fetch_add(1, Relaxed);
+                    let target = arc.clone();
+                    task.set_home(arc);
+                    target.push_remote(task);
+                    return None;
+                }
+            }
+        }
+        self.m.homed.fetch_add(1, Relaxed);
+        task.set_home(self.m.clone());
+        Some(task)
     }
 
     /// Go's `resetspinning`: this M found work; if it was the last spinner, start
@@ -228,6 +405,8 @@ impl MachineCtx {
         // Owner-only write; thieves compare it across their `runnext` wait.
         p.execs
             .store(p.execs.load(Relaxed).wrapping_add(1), Release);
+        debug_assert!(!task.pinned() || task.home().is_some(), "placed first");
+        debug_assert!(task.home().is_none_or(|h| Arc::ptr_eq(h, &self.m)));
         p.status.store(status::USER);
         self.in_poll.set(true);
         let polled = task.run();
@@ -239,7 +418,11 @@ impl MachineCtx {
         }
         let yielded = self.yielded.replace(false);
         if let Polled::Notified(t) = polled {
-            if still_own && !yielded {
+            if t.home().is_some() {
+                // Homed: woken while it ran, or yielding: the back of our own
+                // queue (never the global one, where another M could take it).
+                self.localq.borrow_mut().push_back(t);
+            } else if still_own && !yielded {
                 // Woken while it ran: back of the local queue (Go's goyield).
                 // SAFETY: we own `p` (RUNNING).
                 unsafe { p.runqput_tail(t, |b| self.shared.global_push_batch(b)) };
@@ -264,17 +447,25 @@ impl MachineCtx {
         'top: loop {
             if shared.shutdown.load(Acquire) {
                 self.drop_p_for_exit();
+                self.hand_homed_to_teardown();
                 return None;
             }
             let Some(pi) = self.p.get() else {
-                // P-less (woken by the timer, or our P was retaken): take an idle P or park.
-                match shared.acquire_idle_p() {
-                    Some(p) => self.p.set(Some(p)),
-                    None => self.park_idle(),
+                // P-less (woken by the timer or for homed work, or our P was
+                // retaken): take an idle P; else wait for one if our homed
+                // goroutines need it, or park.
+                if self.has_homed_work() {
+                    self.wait_for_p();
+                } else {
+                    match shared.acquire_idle_p() {
+                        Some(p) => self.p.set(Some(p)),
+                        None => self.park_idle(),
+                    }
                 }
                 continue 'top;
             };
             let p = self.proc(pi);
+            p.set_owner(&self.m);
 
             // 1. Due timers of this P and the global (P-less) heap.
             self.run_timers(p);
@@ -286,10 +477,26 @@ impl MachineCtx {
                 }
             }
 
-            // 3. Local: runnext, then the ring.
+            // 3. Local: our homed `next`, then the homed queue and the P's
+            // queue (`runnext`, then the ring), alternating which goes first by
+            // schedule tick so that neither starves the other.
+            if let Some(t) = self.next.take() {
+                return Some((t, true));
+            }
+            let homed_first = p.schedtick.load(Relaxed) % 2 == 0;
+            if homed_first {
+                if let Some(t) = self.homed_pop() {
+                    return Some((t, false));
+                }
+            }
             // SAFETY: we own `p`.
             if let Some(r) = unsafe { p.runqget() } {
                 return Some(r);
+            }
+            if !homed_first {
+                if let Some(t) = self.homed_pop() {
+                    return Some((t, false));
+                }
             }
 
             // 4. A batch from the global queue.
@@ -316,6 +523,14 @@ impl MachineCtx {
             // SAFETY: we own `p`.
             if let Some(r) = unsafe { p.runqget() } {
                 return Some(r);
+            }
+
+            // Homed work that arrived meanwhile (a timer we ran, an inbox push).
+            if let Some(t) = self.next.take() {
+                return Some((t, true));
+            }
+            if let Some(t) = self.homed_pop() {
+                return Some((t, false));
             }
 
             // 7. Drop the P, re-checking the global queue under the lock.
@@ -365,10 +580,10 @@ impl MachineCtx {
         }
         let now = now_ns();
         if a <= now {
-            p.timers.run_due(now);
+            shared.timer_rearmed(p.timers.run_due(now));
         }
         if b <= now {
-            shared.global_timers.run_due(now);
+            shared.timer_rearmed(shared.global_timers.run_due(now));
         }
     }
 
@@ -383,9 +598,9 @@ impl MachineCtx {
             return;
         }
         for q in shared.procs.iter() {
-            q.timers.run_due(now);
+            shared.timer_rearmed(q.timers.run_due(now));
         }
-        shared.global_timers.run_due(now);
+        shared.timer_rearmed(shared.global_timers.run_due(now));
     }
 
     /// Go's `stealWork`: 4 rounds over the Ps in a random order.
@@ -409,7 +624,7 @@ impl MachineCtx {
                 }
                 let v = self.proc(vi);
                 if last && v.timers.next_when() <= now {
-                    v.timers.run_due(now);
+                    shared.timer_rearmed(v.timers.run_due(now));
                     // SAFETY: we own `p`.
                     if let Some((t, _)) = unsafe { p.runqget() } {
                         return Some(t);
@@ -484,7 +699,7 @@ impl MachineCtx {
                 return;
             }
         }
-        if self.try_watch() {
+        if self.try_watch() || self.has_homed_work() {
             return;
         }
         if !shared.midleput(self.m.clone()) {
@@ -496,20 +711,94 @@ impl MachineCtx {
         self.wait_for_nextp();
     }
 
-    /// Park until `wakep` hands us a P (true) or the runtime shuts down (false).
-    /// For an M that some `wakep` may pop: on the idle list, or taken out of the
-    /// watcher role.
+    /// Park until handed a P (true) or the runtime shuts down (false). For an
+    /// M that some `wakep` may pop (on the idle list, or taken out of the
+    /// watcher role) or that is on the want-P list. Homed work arriving while
+    /// we are on the idle list moves us: to an idle P, else to the want-P list
+    /// (see "The thread rule"); if `wakep` popped us already, its P is coming.
     pub(super) fn wait_for_nextp(&self) -> bool {
         let shared = &*self.shared;
+        // True once we are off the idle list (popped, or on the want-P list).
+        let mut off_idle_list = false;
         loop {
             if let Some((p, spinning)) = self.m.take_nextp() {
                 self.p.set(Some(p));
                 self.spinning.set(spinning);
                 return true;
             }
-            if !self.m.parker.wait(|| shared.shutdown.load(Acquire)) {
+            if shared.shutdown.load(Acquire) {
                 return false;
             }
+            if !off_idle_list && self.has_homed_work() {
+                off_idle_list = true;
+                let mut s = lock(&shared.sched);
+                if shared.leave_idle_ms(&mut s, &self.m) {
+                    if let Some(p) = shared.pidleget(&mut s) {
+                        self.p.set(Some(p));
+                        return true;
+                    }
+                    s.idle.want_p.push(self.m.clone());
+                }
+                continue;
+            }
+            self.m.parker.wait(|| {
+                shared.shutdown.load(Acquire) || (!off_idle_list && self.has_homed_work())
+            });
+        }
+    }
+
+    /// P-less with homed goroutines to run: take an idle P, or join the want-P
+    /// list and wait until an M hands us its P (`Shared::pidleput`).
+    fn wait_for_p(&self) {
+        let shared = &*self.shared;
+        {
+            let mut s = lock(&shared.sched);
+            if let Some(p) = shared.pidleget(&mut s) {
+                self.p.set(Some(p));
+                return;
+            }
+            if shared.shutdown.load(Acquire) {
+                return;
+            }
+            s.idle.want_p.push(self.m.clone());
+        }
+        self.wait_for_nextp();
+    }
+
+    /// Whether a homed task waits for this M. Every park loop checks it before
+    /// it parks (the wake of a push is only a token).
+    pub(super) fn has_homed_work(&self) -> bool {
+        // `next` is a `Cell`: look by moving it out and back.
+        let next = self.next.take();
+        let some = next.is_some();
+        self.next.set(next);
+        some || !self.localq.borrow().is_empty() || self.m.has_inbox()
+    }
+
+    /// The next homed task of the local queue, refilled from the inbox.
+    fn homed_pop(&self) -> Option<Task> {
+        let mut q = self.localq.borrow_mut();
+        if q.is_empty() && self.m.has_inbox() {
+            let mut inbox = lock(&self.m.inbox);
+            q.append(&mut inbox.tasks);
+            self.m.inbox_len.store(0, SeqCst);
+        }
+        q.pop_front()
+    }
+
+    /// Ready a task homed on this M, from this M's thread (`Shared::ready`).
+    pub(super) fn ready_homed_here(&self, task: Task) {
+        if let Some(old) = self.next.replace(Some(task)) {
+            self.localq.borrow_mut().push_back(old);
+        }
+    }
+
+    /// Exit: leave our homed tasks where teardown finds them (the inbox).
+    fn hand_homed_to_teardown(&self) {
+        let mut mine: Vec<Task> = self.next.take().into_iter().collect();
+        mine.extend(self.localq.borrow_mut().drain(..));
+        for t in mine {
+            self.m.push_remote(t);
         }
     }
 
@@ -535,7 +824,7 @@ impl MachineCtx {
             next = again;
         }
         let now = now_ns();
-        if next > now && !shared.shutdown.load(Acquire) {
+        if next > now && !shared.shutdown.load(Acquire) && !self.has_homed_work() {
             self.m.parker.wait_timeout(Duration::from_nanos(next - now));
         }
         {

@@ -119,6 +119,8 @@ pub(crate) struct Shared {
     pub(crate) nthreads: AtomicUsize,
     /// Join handles of the M threads, joined by `runtime::shutdown`.
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Every M ever started (teardown drains their inboxes of homed tasks).
+    pub(crate) machines: Mutex<Vec<Arc<Machine>>>,
     /// Ourselves, for the `Arc` a new M or a task needs.
     me: Weak<Shared>,
 }
@@ -162,6 +164,7 @@ impl Shared {
             ms_exited: Condvar::new(),
             nthreads: AtomicUsize::new(0),
             threads: Mutex::new(Vec::new()),
+            machines: Mutex::new(Vec::new()),
             me: me.clone(),
             config,
         });

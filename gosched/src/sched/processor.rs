@@ -37,6 +37,10 @@ pub(crate) struct Processor {
     pub(crate) schedtick: AtomicU32,
     pub(crate) execs: AtomicU32,
     pub(crate) eager: AtomicU32,
+    /// The M that last ran a task on this P (written by that M; read by Ms
+    /// placing new goroutines, `machine.rs` "The thread rule"). Points into
+    /// `Shared::machines`, which keeps every M alive for the runtime's life.
+    pub(crate) owner: std::sync::atomic::AtomicPtr<super::machine::Machine>,
     /// Tasks spawned on this P (written by the owner only) and completed on it
     /// (any M that held it): `num_goroutine` is the difference of the sums.
     pub(crate) spawned: AtomicU64,
@@ -67,6 +71,15 @@ const EAGER_READIES: u32 = 64;
 pub(crate) const ID_BATCH: u64 = 16;
 
 impl Processor {
+    /// Record the M that holds (or is about to hold) this P, for placement.
+    #[inline]
+    pub(crate) fn set_owner(&self, m: &std::sync::Arc<super::machine::Machine>) {
+        let m = std::sync::Arc::as_ptr(m).cast_mut();
+        if self.owner.load(Relaxed) != m {
+            self.owner.store(m, Release);
+        }
+    }
+
     pub(crate) fn new(id: usize) -> Self {
         Processor {
             id,
@@ -75,6 +88,7 @@ impl Processor {
             runnext: AtomicPtr::new(ptr::null_mut()),
             schedtick: AtomicU32::new(0),
             execs: AtomicU32::new(0),
+            owner: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
             eager: AtomicU32::new(0),
             spawned: AtomicU64::new(0),
             completed: AtomicU64::new(0),

@@ -64,10 +64,13 @@ impl Shared {
     // ---- putting the G somewhere -------------------------------------------------
 
     /// Spawn a task; `make` builds its future from its id. The new G goes to the
-    /// current P's `runnext` (Go's `newproc`), then the wake policy.
+    /// current P's `runnext` (Go's `newproc`), then the wake policy. `pinned`: a
+    /// goroutine that will stay on the M where it first runs (see `machine.rs`,
+    /// "The thread rule"); until then it is queued and stolen like any task.
     pub(crate) fn spawn_with_id<F>(
         self: &Arc<Self>,
         make: impl FnOnce(u64) -> F,
+        pinned: bool,
     ) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
@@ -86,14 +89,14 @@ impl Shared {
                 }
                 let id = l.id_next;
                 l.id_next += 1;
-                let (task, handle) = task::new_task(make(id), id, self.clone());
+                let (task, handle) = task::new_task(make(id), id, pinned, self.clone());
                 let lazy = p.runqput_next(task, |batch| self.global_push_batch(batch));
                 Ok((handle, lazy))
             },
             None => {
                 self.pless_spawned.fetch_add(1, Relaxed);
                 let id = self.next_id.fetch_add(1, Relaxed);
-                Err(task::new_task(make(id), id, self.clone()))
+                Err(task::new_task(make(id), id, pinned, self.clone()))
             }
         });
         match on_p {
@@ -116,6 +119,18 @@ impl Shared {
     /// a P, else onto the global queue; then the wake policy.
     #[inline]
     pub(crate) fn ready(&self, task: Task) {
+        if let Some(home) = task.home() {
+            // A started goroutine: only its own M may run it ("The thread
+            // rule", `machine.rs`).
+            let home: *const Machine = Arc::as_ptr(home);
+            match super::context::current().filter(|ctx| ptr::eq(Arc::as_ptr(&ctx.m), home)) {
+                Some(ctx) => ctx.ready_homed_here(task),
+                // SAFETY: every M of this runtime stays in `self.machines`
+                // (an `Arc`) for the runtime's life, and `self` is alive.
+                None => unsafe { &*home }.push_remote(task),
+            }
+            return;
+        }
         let put = with_current_p(self, |p| match p {
             // SAFETY: owner of `p` (RUNNING).
             Some(p) => Ok(unsafe { p.runqput_next(task, |batch| self.global_push_batch(batch)) }),
@@ -240,8 +255,10 @@ impl MachineCtx {
         let mut seen: Vec<(*mut Header, u32)> = vec![(ptr::null_mut(), 0); n];
         let mut period = WATCH_PERIOD;
         let steal = loop {
-            self.m.parker.wait_timeout(period);
-            if self.m.has_nextp() || !useful() {
+            if !self.has_homed_work() {
+                self.m.parker.wait_timeout(period);
+            }
+            if self.m.has_nextp() || !useful() || self.has_homed_work() {
                 break false;
             }
             let (mut stuck, mut pending) = (false, false);

@@ -78,6 +78,11 @@ impl Shared {
         for p in self.procs.iter() {
             p.drain().into_iter().for_each(Task::shutdown);
         }
+        // Homed goroutines that were runnable when their M exited.
+        let machines: Vec<_> = lock(&self.machines).clone();
+        for m in machines {
+            m.close_inbox().into_iter().for_each(Task::shutdown);
+        }
         // Cancelling runs destructors (goroutine stacks unwind), which may wake
         // or spawn: those are cancelled on the spot (closed queue), so one pass
         // over the parked tasks finishes the job.

@@ -29,6 +29,7 @@ use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::ptr::{self, NonNull};
+use std::sync::Arc;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
 mod join;
@@ -39,6 +40,7 @@ mod tests;
 pub use join::{JoinError, JoinHandle};
 
 use super::alloc;
+use super::machine::Machine;
 use crate::loom::cell::UnsafeCell;
 use state::{Idle, Notify, Run, State};
 
@@ -84,6 +86,17 @@ pub(crate) struct Header {
     pub(crate) owned_next: UnsafeCell<Option<NonNull<Header>>>,
     pub(crate) owned_linked: UnsafeCell<bool>,
     join_waker: UnsafeCell<Option<Waker>>,
+    /// A goroutine that stays on the M (OS thread) where it first runs (the
+    /// thread rule, `machine.rs`). Fixed at spawn.
+    pinned: bool,
+    /// The M it is pinned to, once it has started (`None` before its first run,
+    /// and always for async tasks and migratable goroutines). Written once, by
+    /// the M about to run it for the first time (it holds the run-queue
+    /// reference, so nobody else reads or writes the task's queueing fields);
+    /// read by whoever readies it later — a wake after a poll, so the write
+    /// happens-before the read through the state word (the poll's
+    /// `transition_to_idle` and the waker's transition).
+    home: UnsafeCell<Option<Arc<Machine>>>,
 }
 
 struct Vtable {
@@ -159,6 +172,33 @@ impl Task {
         Task(ptr)
     }
 
+    /// Whether this task stays on the M where it first runs (a goroutine, in
+    /// the default mode).
+    #[inline]
+    pub(crate) fn pinned(&self) -> bool {
+        self.header().pinned
+    }
+
+    /// The M this task is pinned to, if it has started.
+    #[inline]
+    pub(crate) fn home(&self) -> Option<&Arc<Machine>> {
+        // SAFETY: `home` is written once, before the first run, by the holder of
+        // the run-queue reference (see `Header::home`); we hold such a
+        // reference now, after that write happened-before (or it was never
+        // written: then nobody writes it concurrently either, since only the
+        // holder of the one run-queue reference may).
+        self.header().home.with(|h| unsafe { (*h).as_ref() })
+    }
+
+    /// Pin a task at its first run to the M `m` that is about to run it.
+    #[inline]
+    pub(crate) fn set_home(&self, m: Arc<Machine>) {
+        debug_assert!(self.pinned() && self.home().is_none());
+        // SAFETY: we hold the run-queue reference and the task has not run yet:
+        // no one else reads or writes `home` now (see `Header::home`).
+        self.header().home.with_mut(|h| unsafe { *h = Some(m) });
+    }
+
     pub(crate) fn header(&self) -> &Header {
         // SAFETY: the reference we own keeps the allocation alive.
         unsafe { self.0.as_ref() }
@@ -219,7 +259,12 @@ pub(crate) unsafe fn drop_ref(ptr: NonNull<Header>) {
 
 /// Allocate a task for `future`. Returns the run-queue reference and the join
 /// handle.
-pub(crate) fn new_task<F, S>(future: F, id: u64, scheduler: S) -> (Task, JoinHandle<F::Output>)
+pub(crate) fn new_task<F, S>(
+    future: F,
+    id: u64,
+    pinned: bool,
+    scheduler: S,
+) -> (Task, JoinHandle<F::Output>)
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
@@ -234,6 +279,8 @@ where
             owned_next: UnsafeCell::new(None),
             owned_linked: UnsafeCell::new(false),
             join_waker: UnsafeCell::new(None),
+            pinned,
+            home: UnsafeCell::new(None),
         },
         scheduler,
         stage: UnsafeCell::new(Stage::Running(future)),
@@ -387,6 +434,14 @@ unsafe fn complete<F: Future, S: Schedule>(
         cell.stage
             .with_mut(|s| unsafe { *s = Stage::Finished(out) })
     }));
+    // One goroutine fewer homed on its M (placement counts them).
+    // SAFETY: RUNNING: `home` is ours to read (see `Header::home`).
+    if let Some(m) = cell.header.home.with(|h| unsafe { (*h).as_ref() }) {
+        m.homed.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    // Counted before COMPLETE is published: once a join returns, the task no
+    // longer counts in `num_goroutine`.
+    cell.scheduler.completed();
     let snapshot = cell.header.state.transition_to_complete();
     if !snapshot.is_join_interested() {
         // Nobody will read the output: drop it here.
@@ -405,7 +460,6 @@ unsafe fn complete<F: Future, S: Schedule>(
             }
         });
     }
-    cell.scheduler.completed();
     // SAFETY: RUNNING was ours until COMPLETE; only this thread touches the flag
     // now (shutdown clears it under the shard lock when it unlinks a task, and
     // then it is the one completing it).

@@ -69,7 +69,7 @@ impl TestSched {
         F::Output: Send + 'static,
     {
         let id = self.0.next_id.fetch_add(1, SeqCst);
-        let (task, handle) = new_task(fut, id, self.clone());
+        let (task, handle) = new_task(fut, id, false, self.clone());
         self.push(task);
         handle
     }

@@ -284,12 +284,15 @@ impl Timers {
         earliest
     }
 
-    /// Run every due timer (see the protocol). Returns how many fired.
-    pub(crate) fn run_due(self: &Arc<Self>, now: u64) -> usize {
+    /// Run every due timer (see the protocol). Returns the earliest deadline a
+    /// periodic timer was re-armed at, if that made it this heap's earliest:
+    /// the caller passes it to `Shared::timer_rearmed`, so that a timer sleeper
+    /// sleeping past it wakes.
+    pub(crate) fn run_due(self: &Arc<Self>, now: u64) -> Option<u64> {
         if self.when0.load(Acquire) > now {
-            return 0;
+            return None;
         }
-        let mut fired = 0;
+        let mut earliest_rearm: Option<u64> = None;
         loop {
             let (when, entry) = {
                 let mut heap = lock(&self.heap);
@@ -298,7 +301,7 @@ impl Timers {
                 self.when0.store(heap.peek_when().unwrap_or(NEVER), SeqCst);
                 match e {
                     Some(e) => e,
-                    None => return fired,
+                    None => return earliest_rearm,
                 }
             };
             if !entry.calls {
@@ -307,7 +310,6 @@ impl Timers {
                     .compare_exchange(ARMED, FIRED, AcqRel, Acquire)
                     .is_ok()
                 {
-                    fired += 1;
                     let w = match &mut *lock(&entry.target) {
                         Target::Wake(w) => w.take(),
                         Target::Call(_) => None,
@@ -328,7 +330,6 @@ impl Timers {
                 self.zombies.fetch_sub(1, Relaxed);
                 continue;
             }
-            fired += 1;
             let f = match &mut *lock(&entry.target) {
                 Target::Call(f) => f.take(),
                 Target::Wake(_) => None,
@@ -364,7 +365,9 @@ impl Timers {
                     let late = now.saturating_sub(when);
                     let next =
                         when.saturating_add(entry.period.saturating_mul(1 + late / entry.period));
-                    self.add(next, entry);
+                    if self.add(next, entry) {
+                        earliest_rearm = Some(earliest_rearm.map_or(next, |r| r.min(next)));
+                    }
                 }
                 Some(f) => drop(f), // stopped while running
             }
@@ -401,6 +404,19 @@ impl Shared {
             .iter()
             .map(|p| p.timers.next_when())
             .fold(self.global_timers.next_when(), u64::min)
+    }
+
+    /// A periodic timer was re-armed at `when` by an M running timers (which
+    /// is awake, and consults the heaps before it parks): only a timer
+    /// sleeper that would sleep past `when` needs a wake.
+    pub(crate) fn timer_rearmed(&self, when: Option<u64>) {
+        let Some(when) = when else { return };
+        let until = self.sleeper_until.load(SeqCst);
+        if until != 0 && when < until {
+            if let Some(m) = &*lock(&self.sleeper) {
+                m.parker.wake();
+            }
+        }
     }
 
     /// A timer became some heap's earliest: make sure an M wakes for it (Go's
@@ -440,7 +456,7 @@ pub(crate) fn park_until(deadline: Instant) -> Sleep {
     }
 }
 
-/// Future returned by [`sleep_async`] and [`sleep_until`]. Dropping it stops the
+/// Future returned by [`sleep_async`](crate::time::sleep_async) and [`sleep_until`]. Dropping it stops the
 /// timer.
 #[must_use = "futures do nothing unless polled"]
 #[derive(Debug)]

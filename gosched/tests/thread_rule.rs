@@ -1,0 +1,128 @@
+//! The thread rule (issue 17 §1): a goroutine stays on the OS thread (M) where
+//! it first ran, across every kind of blocking call, with both Ps busy — unless
+//! the runtime was built with the unsafe `migrate_goroutines`. And goroutines
+//! are placed across the Ms at their first run, since after that they stay.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering::*};
+use std::sync::Arc;
+use std::thread::ThreadId;
+use std::time::Duration;
+
+use common::rt;
+
+const GOROUTINES: usize = 200;
+const ROUNDS: usize = 40;
+
+/// 200 goroutines in pairs, each round: yield, a rendezvous with its partner,
+/// a short sleep, a mutex; the thread id is compared before and after each.
+/// Returns how many blocking calls came back on another thread.
+fn thread_changes(rt: &gosched::Runtime) -> usize {
+    let moved = Arc::new(AtomicUsize::new(0));
+    let lock = Arc::new(gosched::sync::Mutex::new(0u64));
+    let handles: Vec<_> = (0..GOROUTINES / 2)
+        .flat_map(|_| {
+            let (a, b) = (gosched::chan::<usize>(0), gosched::chan::<usize>(0));
+            [(a.clone(), b.clone(), true), (b, a, false)]
+        })
+        .map(|(tx, rx, first)| {
+            let (moved, lock) = (moved.clone(), lock.clone());
+            rt.go(move || {
+                let check = |before: ThreadId| {
+                    if std::thread::current().id() != before {
+                        moved.fetch_add(1, Relaxed);
+                    }
+                };
+                for i in 0..ROUNDS {
+                    let t = std::thread::current().id();
+                    gosched::yield_now();
+                    check(t);
+                    let t = std::thread::current().id();
+                    if first {
+                        tx.send(i).unwrap();
+                        assert_eq!(rx.recv(), Some(i));
+                    } else {
+                        assert_eq!(rx.recv(), Some(i));
+                        tx.send(i).unwrap();
+                    }
+                    check(t);
+                    let t = std::thread::current().id();
+                    gosched::time::sleep(Duration::from_micros(50));
+                    check(t);
+                    let t = std::thread::current().id();
+                    *lock.lock() += 1;
+                    check(t);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        rt.block_on(h).unwrap();
+    }
+    assert_eq!(*lock.lock(), (GOROUTINES * ROUNDS) as u64);
+    moved.load(Relaxed)
+}
+
+#[test]
+fn goroutines_never_change_thread_by_default() {
+    let rt = rt(2);
+    assert_eq!(
+        thread_changes(&rt),
+        0,
+        "a started goroutine resumed on another M"
+    );
+}
+
+/// The check above can fail: with migration allowed, the same program moves.
+#[test]
+fn migrating_goroutines_do_change_thread() {
+    // SAFETY: these goroutines hold no thread-local across a blocking call.
+    let rt = unsafe { gosched::Builder::new().procs(2).migrate_goroutines(true) }
+        .build()
+        .unwrap();
+    let moved: usize = (0..5).map(|_| thread_changes(&rt)).sum();
+    assert!(
+        moved > 0,
+        "no goroutine ever moved: the detection is broken"
+    );
+}
+
+/// One goroutine spawns 1,000 long-lived goroutines: where they first run is
+/// where they stay, so the Ms must share them (each within ±20% of its share).
+#[test]
+fn long_lived_goroutines_are_spread_over_the_ms() {
+    const N: usize = 1000;
+    let rt = rt(2);
+    let placed = rt
+        .block_on(rt.go(|| {
+            let started = gosched::chan::<ThreadId>(N);
+            let release = gosched::chan::<()>(0);
+            let hs: Vec<_> = (0..N)
+                .map(|_| {
+                    let (s, r) = (started.clone(), release.clone());
+                    gosched::go(move || {
+                        s.send(std::thread::current().id()).unwrap();
+                        let _ = r.recv(); // long-lived: parked until the end
+                    })
+                })
+                .collect();
+            let mut per_m = HashMap::<ThreadId, usize>::new();
+            for _ in 0..N {
+                *per_m.entry(started.recv().unwrap()).or_default() += 1;
+            }
+            release.close().unwrap();
+            for h in hs {
+                h.join().unwrap();
+            }
+            per_m
+        }))
+        .unwrap();
+    let counts: Vec<usize> = placed.values().copied().collect();
+    eprintln!("goroutines per M: {counts:?}");
+    assert_eq!(counts.len(), 2, "not both Ms got goroutines: {counts:?}");
+    for c in counts {
+        assert!((400..=600).contains(&c), "uneven placement: {placed:?}");
+    }
+}
