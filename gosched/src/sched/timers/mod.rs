@@ -456,7 +456,7 @@ pub(crate) fn park_until(deadline: Instant) -> Sleep {
     }
 }
 
-/// Future returned by [`sleep_async`](crate::time::sleep_async) and [`sleep_until`]. Dropping it stops the
+/// Future returned by `time::sleep_async` and [`sleep_until`]. Dropping it stops the
 /// timer.
 #[must_use = "futures do nothing unless polled"]
 #[derive(Debug)]
