@@ -126,3 +126,46 @@ fn long_lived_goroutines_are_spread_over_the_ms() {
         assert!((400..=600).contains(&c), "uneven placement: {placed:?}");
     }
 }
+
+/// A goroutine that keeps yielding (back onto its own M's queue) must not
+/// starve the goroutines sent to that M from elsewhere (placed there, or
+/// readied by another M): the spawner below waits, yielding, for 20,000
+/// goroutines to start; placement sends some of them to its M's inbox.
+/// (An earlier version drained the inbox only once the local queue was
+/// empty, which it never was: this ran for minutes.)
+#[test]
+fn a_yield_loop_does_not_starve_its_ms_inbox() {
+    const N: usize = 20_000;
+    let rt = rt(2);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = rt.go(|| {
+        let started = Arc::new(AtomicUsize::new(0));
+        let gate = gosched::chan::<()>(0);
+        let hs: Vec<_> = (0..N)
+            .map(|_| {
+                let (s, g) = (started.clone(), gate.clone());
+                gosched::go(move || {
+                    s.fetch_add(1, Relaxed);
+                    let _ = g.recv();
+                })
+            })
+            .collect();
+        while started.load(Relaxed) < N {
+            gosched::yield_now();
+        }
+        gate.close().unwrap();
+        for h in hs {
+            h.join().unwrap();
+        }
+    });
+    std::thread::spawn(move || {
+        let _ = tx.send(h.join());
+    });
+    match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(r) => r.unwrap(),
+        Err(_) => {
+            std::mem::forget(rt);
+            panic!("the spawner's yield loop starved the goroutines it waits for");
+        }
+    }
+}

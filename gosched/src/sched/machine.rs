@@ -775,10 +775,12 @@ impl MachineCtx {
         some || !self.localq.borrow().is_empty() || self.m.has_inbox()
     }
 
-    /// The next homed task of the local queue, refilled from the inbox.
+    /// The next homed task of the local queue, behind which the inbox is
+    /// appended whenever it has something (so a goroutine that keeps yielding
+    /// back onto `localq` cannot starve the inbox).
     fn homed_pop(&self) -> Option<Task> {
         let mut q = self.localq.borrow_mut();
-        if q.is_empty() && self.m.has_inbox() {
+        if self.m.has_inbox() {
             let mut inbox = lock(&self.m.inbox);
             q.append(&mut inbox.tasks);
             self.m.inbox_len.store(0, SeqCst);
