@@ -28,9 +28,10 @@ options:
   --quick          smaller sizes and 3 runs per row (the whole suite in < 2 min)
   --procs N        worker threads of every runtime (GOMAXPROCS for Go); default 2
   --runs N         runs per row (default 5, 3 for rows whose first run takes > 2 s)
-  --impl A,B       only these implementations: gosched-go, gosched-go-chan (W2 only),
-                   gosched-async, gosched-threads, go, may, tokio, crossbeam, flume, kanal
-                   (the last four: W5 on plain threads)
+  --impl A,B       only these implementations: gosched-go, gosched-go-migrate (goroutines
+                   that may change thread: the unsafe Builder::migrate_goroutines),
+                   gosched-go-chan (W2 only), gosched-async, gosched-threads, go, may,
+                   tokio, crossbeam, flume, kanal (the last four: W5 on plain threads)
   --timeout SECS   kill a measurement after this long (default 60)
 
 writes target/bench/results.json and target/bench/results.md";

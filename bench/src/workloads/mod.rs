@@ -26,6 +26,11 @@ pub const W5_CAP0_THREADS: u64 = 1_000_000;
 pub enum Impl {
     /// gosched stackful goroutines (`gosched::go`).
     GoschedGo,
+    /// The same in a runtime built with the unsafe
+    /// `Builder::migrate_goroutines(true)`: started goroutines may change M
+    /// (Go's scheduling), the workloads holding no thread-local across a
+    /// blocking call.
+    GoschedGoMigrate,
     /// gosched goroutines that pass results through `gosched::chan` where the
     /// [`Impl::GoschedGo`] row joins handles (W2 only: Go's canonical skynet).
     GoschedGoChan,
@@ -49,8 +54,9 @@ pub enum Impl {
 }
 
 impl Impl {
-    pub const ALL: [Impl; 10] = [
+    pub const ALL: [Impl; 11] = [
         Impl::GoschedGo,
+        Impl::GoschedGoMigrate,
         Impl::GoschedGoChan,
         Impl::GoschedAsync,
         Impl::GoschedThreads,
@@ -68,7 +74,7 @@ impl Impl {
     /// may and crossbeam-channel (plain threads); async rows race tokio.
     pub fn races(self, peer: Impl) -> bool {
         match self {
-            Impl::GoschedGo | Impl::GoschedGoChan => {
+            Impl::GoschedGo | Impl::GoschedGoMigrate | Impl::GoschedGoChan => {
                 matches!(peer, Impl::Go | Impl::May | Impl::Crossbeam)
             }
             Impl::GoschedAsync => peer == Impl::Tokio,
@@ -80,6 +86,7 @@ impl Impl {
     pub fn name(self) -> &'static str {
         match self {
             Impl::GoschedGo => "gosched-go",
+            Impl::GoschedGoMigrate => "gosched-go-migrate",
             Impl::GoschedGoChan => "gosched-go-chan",
             Impl::GoschedAsync => "gosched-async",
             Impl::GoschedThreads => "gosched-threads",
@@ -99,7 +106,11 @@ impl Impl {
     pub fn is_gosched(self) -> bool {
         matches!(
             self,
-            Impl::GoschedGo | Impl::GoschedGoChan | Impl::GoschedAsync | Impl::GoschedThreads
+            Impl::GoschedGo
+                | Impl::GoschedGoMigrate
+                | Impl::GoschedGoChan
+                | Impl::GoschedAsync
+                | Impl::GoschedThreads
         )
     }
 
@@ -458,6 +469,13 @@ pub fn run_one(w: Workload, imp: Impl, procs: usize, size: u64) -> Result<(), St
     if imp.is_gosched() && !cfg!(feature = "gosched") {
         return Err("built without the `gosched` feature".into());
     }
+    let name = imp.name();
+    let imp = if imp == Impl::GoschedGoMigrate {
+        MIGRATE.store(true, Ordering::Relaxed);
+        Impl::GoschedGo
+    } else {
+        imp
+    };
     let sample = match w {
         Workload::W1Spawn => w1_spawn::run(imp, procs, size),
         Workload::W2Skynet => w2_skynet::run(imp, procs, size),
@@ -471,7 +489,7 @@ pub fn run_one(w: Workload, imp: Impl, procs: usize, size: u64) -> Result<(), St
     };
     let line = crate::json::Obj::new()
         .str("workload", w.id())
-        .str("impl", imp.name())
+        .str("impl", name)
         .num("procs", procs as u64)
         .num("size", size)
         .num("elapsed_ns", sample.elapsed_ns)
@@ -510,13 +528,17 @@ pub fn may_init(procs: usize) {
     may::go!(|| {}).join().expect("may warm-up");
 }
 
+/// Set by `run_one` for [`Impl::GoschedGoMigrate`]: `gosched_runtime` then
+/// builds a migrating runtime (the workload code is `GoschedGo`'s).
+static MIGRATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// gosched with `procs` Ps and its default stack size, warmed up.
 #[cfg(feature = "gosched")]
 pub fn gosched_runtime(procs: usize) -> gosched::Runtime {
-    let rt = gosched::Builder::new()
-        .procs(procs)
-        .build()
-        .expect("gosched runtime");
+    let b = gosched::Builder::new().procs(procs);
+    // SAFETY: no workload holds a thread-local across a blocking call.
+    let b = unsafe { b.migrate_goroutines(MIGRATE.load(Ordering::Relaxed)) };
+    let rt = b.build().expect("gosched runtime");
     rt.block_on(rt.go(|| {})).expect("gosched warm-up");
     rt
 }
