@@ -439,4 +439,59 @@ mod loom_tests {
             assert_eq!(got, vec![0, 1, 2]);
         });
     }
+
+    /// A steal publishes what it moved into the thief's own ring with a
+    /// store-release of that ring's `tail`: a second thief stealing from that ring
+    /// reads the slots the first one wrote, never stale (empty) ones. Catches a
+    /// relaxed `dst.tail` store in `steal_into`: the second thief's CAS would then
+    /// take a null slot and the item would be lost.
+    #[test]
+    fn steal_from_a_thief_sees_the_stolen_items() {
+        loom::model(|| {
+            let victim = Arc::new(RunQueue::new());
+            // SAFETY: this thread owns `victim`; it touches it again only after the
+            // thief has finished.
+            unsafe {
+                for i in 0..3 {
+                    victim.push_back(item(i), |_| unreachable!());
+                }
+            }
+            // Thief 1 owns `middle` and fills it from `victim`; thief 2 steals
+            // from `middle`.
+            let middle = Arc::new(RunQueue::new());
+            let (v1, m1) = (victim.clone(), middle.clone());
+            let thief1 = thread::spawn(move || {
+                // ceil(3/2) = 2 items: it runs one and publishes the other in `m1`.
+                // SAFETY: this thread owns `m1`.
+                unsafe { v1.steal_into(&m1) }.map(take)
+            });
+            let m2 = middle.clone();
+            let thief2 = thread::spawn(move || {
+                let mine = RunQueue::new();
+                let mut got = Vec::new();
+                // SAFETY: this thread owns `mine`.
+                unsafe {
+                    if let Some(p) = m2.steal_into(&mine) {
+                        got.push(take(p));
+                    }
+                    while let Some(p) = mine.pop() {
+                        got.push(take(p));
+                    }
+                }
+                got
+            });
+            let mut got: Vec<usize> = thief1.join().unwrap().into_iter().collect();
+            got.extend(thief2.join().unwrap());
+            // SAFETY: both thieves have finished: this thread owns both queues now.
+            unsafe {
+                for q in [&victim, &middle] {
+                    while let Some(p) = q.pop() {
+                        got.push(take(p));
+                    }
+                }
+            }
+            got.sort_unstable();
+            assert_eq!(got, vec![0, 1, 2], "an item was lost or duplicated");
+        });
+    }
 }

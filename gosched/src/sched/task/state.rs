@@ -287,6 +287,7 @@ mod loom_tests {
     //! Models of the state word alone: concurrent wake + complete + JoinHandle drop.
     //! The full task (with its output and waker) is modelled in `mod.rs`.
     use super::*;
+    use loom::cell::UnsafeCell;
     use loom::sync::Arc;
     use loom::thread;
 
@@ -352,6 +353,133 @@ mod loom_tests {
             waker.join().unwrap();
             assert_eq!(output_drops.load(SeqCst), 1);
             assert_eq!(frees.load(SeqCst), 1);
+        });
+    }
+
+    /// The parts of a task that the state word guards, as loom cells, so that loom
+    /// checks every access against the synchronisation the state word provides
+    /// (no other atomics: a SeqCst counter would add synchronisation of its own).
+    struct Task {
+        state: State,
+        /// The stage: `Some` once the output is stored, `None` once consumed.
+        output: UnsafeCell<Option<u32>>,
+        /// The join waker slot (a stand-in value for the `Waker`).
+        join_waker: UnsafeCell<Option<u32>>,
+        /// Set when the last reference frees the task (`release`).
+        freed: UnsafeCell<bool>,
+    }
+
+    const OUTPUT: u32 = 42;
+    const WAKER: u32 = 7;
+
+    impl Task {
+        /// Queued, with a JoinHandle: two references.
+        fn new() -> Task {
+            Task {
+                state: State::new(),
+                output: UnsafeCell::new(None),
+                join_waker: UnsafeCell::new(None),
+                freed: UnsafeCell::new(false),
+            }
+        }
+
+        /// Drop one reference; the last one "frees" the task, which writes all of
+        /// it (as `drop_in_place` would).
+        fn release(&self) {
+            if self.state.ref_dec() {
+                // SAFETY: the last reference owns the whole task.
+                self.output.with_mut(|o| unsafe { *o = None });
+                // SAFETY: as above.
+                self.join_waker.with_mut(|w| unsafe { *w = None });
+                // SAFETY: as above.
+                self.freed.with_mut(|f| unsafe {
+                    assert!(!*f, "task freed twice");
+                    *f = true;
+                });
+            }
+        }
+
+        fn is_freed(&self) -> bool {
+            // SAFETY: called once every other holder has been joined.
+            self.freed.with(|f| unsafe { *f })
+        }
+    }
+
+    /// The runner stores the output and publishes COMPLETE while the JoinHandle
+    /// polls once (registering its waker) and is dropped. Whichever way the
+    /// JoinHandle learns of COMPLETE (its load, the failed `set_join_waker`, or
+    /// `unset_join_interest`), it then owns the output and must see it written;
+    /// and the runner, when it finds JOIN_WAKER set, must see the waker written.
+    /// Catches a `transition_to_complete` without release (the JoinHandle reads
+    /// the output concurrently with its write) or without acquire (the runner
+    /// reads the waker slot concurrently with its write).
+    #[test]
+    fn complete_publishes_output_to_join_handle() {
+        loom::model(|| {
+            let task = Arc::new(Task::new());
+            assert_eq!(task.state.transition_to_running(), Run::Poll);
+
+            let t = task.clone();
+            let join = thread::spawn(move || {
+                // JoinHandle::poll (`can_read_output` + `try_read_output`).
+                let complete = t.state.load().is_complete() || {
+                    // SAFETY: JOIN_WAKER is clear: the slot is ours.
+                    t.join_waker.with_mut(|w| unsafe { *w = Some(WAKER) });
+                    t.state.set_join_waker().is_err()
+                };
+                if complete {
+                    // SAFETY: COMPLETE seen: the output is ours.
+                    let out = t.output.with_mut(|o| unsafe { (*o).take() });
+                    assert_eq!(out, Some(OUTPUT));
+                }
+                // JoinHandle::drop.
+                if t.state.unset_join_interest().is_complete() {
+                    // SAFETY: COMPLETE seen: the output is ours.
+                    t.output.with_mut(|o| unsafe { *o = None });
+                }
+                t.release();
+            });
+
+            // The runner (`complete`).
+            // SAFETY: RUNNING: the stage is ours.
+            task.output.with_mut(|o| unsafe { *o = Some(OUTPUT) });
+            let snap = task.state.transition_to_complete();
+            if !snap.is_join_interested() {
+                // SAFETY: no JoinHandle: the output is ours to drop.
+                task.output.with_mut(|o| unsafe { *o = None });
+            } else if snap.has_join_waker() {
+                // SAFETY: JOIN_WAKER was set when COMPLETE was published: the
+                // JoinHandle no longer writes the slot.
+                let w = task.join_waker.with(|w| unsafe { *w });
+                assert_eq!(w, Some(WAKER), "woke a waker that was not written");
+            }
+            task.release();
+
+            join.join().unwrap();
+            assert!(task.is_freed());
+        });
+    }
+
+    /// Two reference holders each write to the task (the runner its stage, the
+    /// JoinHandle its waker slot, with no other synchronisation in between) and
+    /// drop their reference; the one that drops the last must see both writes
+    /// before it frees the task. Catches a `ref_dec` without acquire (the classic
+    /// `Arc` bug: the free races with the other holder's write).
+    #[test]
+    fn last_ref_dec_sees_every_holders_writes() {
+        loom::model(|| {
+            let task = Arc::new(Task::new()); // refs: queue + join
+            let t = task.clone();
+            let join = thread::spawn(move || {
+                // SAFETY: JOIN_WAKER is clear: the slot is ours.
+                t.join_waker.with_mut(|w| unsafe { *w = Some(WAKER) });
+                t.release();
+            });
+            // SAFETY: the runner owns the stage.
+            task.output.with_mut(|o| unsafe { *o = Some(OUTPUT) });
+            task.release();
+            join.join().unwrap();
+            assert!(task.is_freed());
         });
     }
 }
