@@ -293,3 +293,96 @@ fn mpmc_cap_1024_every_message_exactly_once() {
 fn mpmc_cap_0_every_message_exactly_once() {
     mpmc(0, 50_000);
 }
+
+// ---- capacity --------------------------------------------------------------------
+
+/// A capacity whose buffer cannot be allocated: 1 << 40 `u64`s (16 TiB of
+/// slots). Where the kernel hands out any amount of address space without
+/// backing it (`vm.overcommit_memory = 1`) that allocation would succeed and
+/// filling in its slots would exhaust memory, so there the test asks for more
+/// than the address space holds (2⁶² bytes: still within `isize::MAX`).
+fn unallocatable_u64_cap() -> usize {
+    let always =
+        std::fs::read_to_string("/proc/sys/vm/overcommit_memory").is_ok_and(|s| s.trim() == "1");
+    if always {
+        1 << 58
+    } else {
+        1 << 40
+    }
+}
+
+#[test]
+fn huge_capacity_panics_with_a_clear_message() {
+    let cap = unallocatable_u64_cap();
+    let caught = std::panic::catch_unwind(|| gosched::chan::<u64>(cap))
+        .expect_err("chan::<u64>(1 << 40) made a channel");
+    let msg = caught
+        .downcast_ref::<String>()
+        .expect("the panic carries a message");
+    assert!(
+        msg.contains(&format!("gosched::chan::<u64>({cap})"))
+            && msg.contains("cannot allocate the buffer")
+            && msg.contains("use a smaller capacity"),
+        "unclear message: {msg}"
+    );
+
+    // Out of range: the bytes cannot even be counted in an isize.
+    let caught = std::panic::catch_unwind(|| gosched::chan::<u64>(usize::MAX))
+        .expect_err("chan::<u64>(usize::MAX) made a channel");
+    let msg = caught.downcast_ref::<String>().unwrap();
+    assert!(
+        msg.contains("capacity out of range") && msg.contains("use a smaller capacity"),
+        "unclear message: {msg}"
+    );
+}
+
+#[test]
+fn try_chan_returns_the_error() {
+    let cap = unallocatable_u64_cap();
+    let e = chan::try_chan::<u64>(cap).unwrap_err();
+    assert_eq!(e.capacity(), cap);
+    assert!(!e.is_out_of_range());
+    // A typed error: Display + std::error::Error.
+    let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(e);
+    assert!(boxed.to_string().contains("cannot allocate the buffer"));
+
+    let e = chan::try_chan::<[u8; 64]>(usize::MAX / 8).unwrap_err();
+    assert!(e.is_out_of_range());
+    assert_eq!(e, chan::try_chan::<[u8; 64]>(usize::MAX / 8).unwrap_err());
+
+    // Normal capacities are unaffected.
+    let ch = chan::try_chan::<u64>(4).unwrap();
+    assert_eq!(ch.cap(), 4);
+    ch.try_send(1).unwrap();
+    assert_eq!(ch.recv(), Some(1));
+    assert_eq!(chan::try_chan::<u64>(0).unwrap().cap(), 0);
+}
+
+#[test]
+fn zero_sized_values_take_any_capacity() {
+    // As in Go, `make(chan struct{}, n)` needs no buffer memory, whatever `n`.
+    let ch = gosched::chan::<()>(1 << 40);
+    assert_eq!(ch.cap(), 1 << 40);
+    for i in 0..5 {
+        ch.try_send(()).unwrap();
+        assert_eq!(ch.len(), i + 1);
+    }
+    for _ in 0..5 {
+        assert_eq!(ch.try_recv(), Ok(()));
+    }
+    assert_eq!(ch.try_recv(), Err(TryRecvError::Empty));
+    assert!(chan::try_chan::<()>(isize::MAX as usize).is_ok());
+    assert!(chan::try_chan::<()>(usize::MAX)
+        .unwrap_err()
+        .is_out_of_range());
+
+    // Full at its cap, and the channel still works as a channel (close, drain).
+    let ch = gosched::chan::<()>(3);
+    for _ in 0..3 {
+        ch.try_send(()).unwrap();
+    }
+    assert_eq!(ch.try_send(()), Err(TrySendError::Full(())));
+    ch.close().unwrap();
+    assert_eq!(ch.iter().count(), 3);
+    assert_eq!(ch.try_recv(), Err(TryRecvError::Closed));
+}

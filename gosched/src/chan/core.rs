@@ -20,12 +20,16 @@
 //!   became ready; a completing operation changes the ring, `fence(SeqCst)`, then
 //!   reads the count and, if non-zero, takes the lock to serve a waiter. So
 //!   either the parker sees the ring change or the changer sees the waiter.
-//!   Serving a parked receiver hands it a value popped from the ring (DONE), and
-//!   serving a parked sender pushes its value into the ring (DONE) — Go's direct
-//!   hand-off; if a lock-free operation got there first, the waiter is completed
-//!   NOTIFIED and retries. A send that sees parked receivers hands its value over
-//!   directly under the lock instead of bouncing it through the ring. Close sets
-//!   the ring's mark bit (every later push fails) under the lock.
+//!   Serving a parked receiver hands it a value popped from the ring (DONE) and,
+//!   in the same critical section, moves a parked sender's value into the slot
+//!   that freed (`refill`, as Go's `chanrecv` does on a full buffer: a receiver's
+//!   park never looks at `sendq`, so nobody else would); serving a parked sender
+//!   pushes its value into the ring (DONE) — Go's direct hand-off; if a lock-free
+//!   operation got there first, the waiter is completed NOTIFIED and retries. A
+//!   send that sees parked receivers and an empty ring hands its value over
+//!   directly under the lock instead of bouncing it through the ring (past
+//!   buffered values it would overtake them). Close sets the ring's mark bit
+//!   (every later push fails) under the lock.
 //!
 //! Go's invariants hold up to *stale* select waiters (below) and in-flight
 //! lock-free operations: no live parked receiver while values are buffered, no
@@ -74,6 +78,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
+use super::error::CapacityError;
 use super::queue::{Links, WaitQueue};
 use super::ring::{PushError, Ring};
 use super::{CloseError, SendError};
@@ -285,12 +290,13 @@ pub(super) struct Inner<T> {
 /// On x86-64 the ring update was a successful `lock cmpxchg` on `tail`/`head`,
 /// which already drains the store buffer — a full barrier in hardware — so only
 /// the compiler must be kept from moving the load up. Elsewhere, and under loom
-/// (which models the language, not the hardware), a real `fence(SeqCst)`.
+/// and Miri (which model the language's memory model, not the hardware), a real
+/// `fence(SeqCst)`.
 #[inline(always)]
 fn ring_fence() {
-    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
     std::sync::atomic::compiler_fence(SeqCst);
-    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+    #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
     fence(SeqCst);
 }
 
@@ -302,8 +308,13 @@ enum Sent<T> {
 }
 
 impl<T> Inner<T> {
-    pub(super) fn new(cap: usize) -> Self {
-        Inner {
+    /// A channel of capacity `cap`, or why its buffer cannot be made.
+    pub(super) fn try_new(cap: usize) -> Result<Self, CapacityError> {
+        let ring = match cap {
+            0 => None,
+            _ => Some(Ring::new(cap)?),
+        };
+        Ok(Inner {
             state: Mutex::new(State {
                 buf: VecDeque::new(),
                 closed: false,
@@ -311,14 +322,14 @@ impl<T> Inner<T> {
                 sendq: WaitQueue::new(),
                 timer: None,
             }),
-            ring: (cap > 0).then(|| Ring::new(cap)),
+            ring,
             cap,
             senders: AtomicUsize::new(1),
             receivers: AtomicUsize::new(1),
             recv_waiting: AtomicUsize::new(0),
             send_waiting: AtomicUsize::new(0),
             spilled: AtomicUsize::new(0),
-        }
+        })
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, State<T>> {
@@ -405,17 +416,24 @@ impl<T> Inner<T> {
     // ---- buffered: the ring, and serving parked waiters ---------------------------------
 
     fn ring_send(&self, ring: &Ring<T>, v: T) -> Sent<T> {
-        // Go's fast path: a parked receiver gets the value directly.
+        // Go's fast path: a parked receiver gets the value directly — past an
+        // empty ring only. For a moment a receiver can be parked beside buffered
+        // values (another push before its `after_push`, or a sender's value that
+        // `refill` moved in for it), and their pusher will serve it from the
+        // ring; handing it our value first would overtake them, and they may be
+        // this sender's own earlier values (FIFO broken; found by Miri).
         if self.recv_waiting.load(Relaxed) > 0 {
             let mut s = self.lock();
-            if let Some(r) = Self::claim_receiver(&mut s) {
-                // SAFETY: `r` was queued and we hold the lock.
-                unsafe { r.put_value(v) };
-                r.complete(DONE);
-                self.publish(&s);
-                drop(s);
-                r.wake();
-                return Sent::Done;
+            if ring.is_empty() {
+                if let Some(r) = Self::claim_receiver(&mut s) {
+                    // SAFETY: `r` was queued and we hold the lock.
+                    unsafe { r.put_value(v) };
+                    r.complete(DONE);
+                    self.publish(&s);
+                    drop(s);
+                    r.wake();
+                    return Sent::Done;
+                }
             }
             self.publish(&s);
         }
@@ -472,29 +490,51 @@ impl<T> Inner<T> {
         }
     }
 
+    /// Serve a parked receiver with a value from the ring. The slot that pop
+    /// frees is refilled from a parked sender in the same critical section (Go's
+    /// `chanrecv` on a full buffer): a receiver's park never looks at `sendq`, so
+    /// without this a sender could stay parked beside an empty ring while the
+    /// receivers park too — a lost wake-up (found by Miri on two senders and two
+    /// receivers of a cap-1 channel). A value that went in may serve a receiver
+    /// that parked meanwhile: loop, as `after_push` would, without recursing.
     fn serve_receiver(&self, ring: &Ring<T>) {
-        let woken = {
-            let mut s = self.lock();
-            let r = if ring.is_empty() {
-                None // a lock-free receive got there first
-            } else {
-                Self::claim_receiver(&mut s)
-            };
-            if let Some(r) = &r {
-                match ring.pop() {
-                    Some(v) => {
-                        // SAFETY: `r` was queued and we hold the lock.
-                        unsafe { r.put_value(v) };
-                        r.complete(DONE);
+        loop {
+            let (r, w, pushed) = {
+                let mut s = self.lock();
+                let r = if ring.is_empty() {
+                    None // a lock-free receive got there first
+                } else {
+                    Self::claim_receiver(&mut s)
+                };
+                let (mut w, mut pushed) = (None, false);
+                if let Some(r) = &r {
+                    match ring.pop() {
+                        Some(v) => {
+                            // SAFETY: `r` was queued and we hold the lock.
+                            unsafe { r.put_value(v) };
+                            r.complete(DONE);
+                            (w, pushed) = self.refill(ring, &mut s);
+                        }
+                        None => r.complete(NOTIFIED),
                     }
-                    None => r.complete(NOTIFIED),
                 }
+                self.publish(&s);
+                (r, w, pushed)
+            };
+            if let Some(r) = r {
+                r.wake();
             }
-            self.publish(&s);
-            r
-        };
-        if let Some(r) = woken {
-            r.wake();
+            if let Some(w) = w {
+                w.wake();
+            }
+            if !pushed {
+                return;
+            }
+            // `after_push` for the value that went in.
+            ring_fence();
+            if self.recv_waiting.load(Relaxed) == 0 {
+                return;
+            }
         }
     }
 
@@ -509,34 +549,9 @@ impl<T> Inner<T> {
     fn serve_sender(&self, ring: &Ring<T>) {
         let (woken, pushed) = {
             let mut s = self.lock();
-            let w = if ring.is_full() {
-                None
-            } else {
-                Self::claim_sender(&mut s)
-            };
-            let mut pushed = false;
-            if let Some(w) = &w {
-                // SAFETY: `w` was queued and we hold the lock.
-                let v = unsafe { w.take_value() }.expect("parked sender holds its value");
-                match ring.push(v) {
-                    Ok(()) => {
-                        pushed = true;
-                        w.complete(DONE);
-                    }
-                    Err(PushError::Full(v)) => {
-                        // SAFETY: as above; the value goes back for its retry.
-                        unsafe { w.put_value(v) };
-                        w.complete(NOTIFIED);
-                    }
-                    Err(PushError::Closed(v)) => {
-                        // SAFETY: as above.
-                        unsafe { w.put_value(v) };
-                        w.complete(CLOSED);
-                    }
-                }
-            }
+            let served = self.refill(ring, &mut s);
             self.publish(&s);
-            (w, pushed)
+            served
         };
         if let Some(w) = woken {
             w.wake();
@@ -545,6 +560,40 @@ impl<T> Inner<T> {
             // The value that went in serves a receiver that parked meanwhile.
             self.after_push(ring);
         }
+    }
+
+    /// Under the lock: if the ring has room, move the first claimable parked
+    /// sender's value into it (DONE; NOTIFIED if a lock-free send took the room
+    /// first; CLOSED if the ring was marked). Returns the sender to wake once the
+    /// lock is released, and whether its value went in. The caller publishes.
+    fn refill(&self, ring: &Ring<T>, s: &mut State<T>) -> (ToWake<T>, bool) {
+        let w = if ring.is_full() {
+            None
+        } else {
+            Self::claim_sender(s)
+        };
+        let mut pushed = false;
+        if let Some(w) = &w {
+            // SAFETY: `w` was queued and we hold the lock.
+            let v = unsafe { w.take_value() }.expect("parked sender holds its value");
+            match ring.push(v) {
+                Ok(()) => {
+                    pushed = true;
+                    w.complete(DONE);
+                }
+                Err(PushError::Full(v)) => {
+                    // SAFETY: as above; the value goes back for its retry.
+                    unsafe { w.put_value(v) };
+                    w.complete(NOTIFIED);
+                }
+                Err(PushError::Closed(v)) => {
+                    // SAFETY: as above.
+                    unsafe { w.put_value(v) };
+                    w.complete(CLOSED);
+                }
+            }
+        }
+        (w, pushed)
     }
 
     /// A NOTIFIED receive/send was dropped without retrying: pass the
@@ -683,7 +732,7 @@ impl<T> Inner<T> {
     }
 
     /// Withdraw a parked waiter (if still queued). Returns whether it was.
-    pub(super) fn unpark(&self, s: &mut State<T>, w: &Waiter<T>, recv_side: bool) -> bool {
+    pub(super) fn unpark(&self, s: &mut State<T>, w: &Arc<Waiter<T>>, recv_side: bool) -> bool {
         let removed = if recv_side {
             s.recvq.remove(w)
         } else {
@@ -695,7 +744,7 @@ impl<T> Inner<T> {
 
     /// An abandoned receive's waiter, whatever happened to it: still queued →
     /// unlink; a value handed over → put it back; notified → pass it on.
-    pub(super) fn release_recv(&self, w: &Waiter<T>) {
+    pub(super) fn release_recv(&self, w: &Arc<Waiter<T>>) {
         let mut s = self.lock();
         if self.unpark(&mut s, w, true) {
             return;
@@ -717,7 +766,7 @@ impl<T> Inner<T> {
 
     /// An abandoned send's waiter: still queued → unlink (the value was never
     /// sent); notified → pass it on. A completed send stays sent.
-    pub(super) fn release_send(&self, w: &Waiter<T>) {
+    pub(super) fn release_send(&self, w: &Arc<Waiter<T>>) {
         let mut s = self.lock();
         if !self.unpark(&mut s, w, false) && w.state() == NOTIFIED {
             drop(s);
@@ -979,5 +1028,61 @@ impl<T> Drop for RecvFut<'_, T> {
         if let Some(w) = self.waiter.take() {
             self.inner.release_recv(&w);
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Two senders and a receiver on a cap-1 channel, one step at a time (the
+    /// lost wake-up Miri found): a receiver parks on the empty ring; sender P's
+    /// push lands; sender S, which looked for parked receivers before the
+    /// receiver parked, finds the ring full and parks; then P serves the
+    /// receiver from the ring. The slot that frees must take S's value — nobody
+    /// else would: the receiver's next receive parks beside a parked sender.
+    #[test]
+    fn serving_a_receiver_refills_from_a_parked_sender() {
+        let inner = Inner::<u32>::try_new(1).unwrap();
+        let ring = inner.ring.as_ref().unwrap();
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut recv = RecvFut {
+            inner: &inner,
+            waiter: None,
+        };
+        assert!(Pin::new(&mut recv).poll(&mut cx).is_pending());
+        assert!(ring.push(1).is_ok()); // P's push, before its `after_push`
+        let s = Waiter::single(Some(2), Waker::noop());
+        assert!(inner.park_send(&mut inner.lock(), &s, None), "S parks");
+        inner.after_push(ring); // P serves the parked receiver
+        assert_eq!(Pin::new(&mut recv).poll(&mut cx), Poll::Ready(Some(1)));
+        assert_eq!(s.state(), DONE, "S's value went into the freed slot");
+        assert_eq!(inner.try_recv(), Ok(2));
+        assert_eq!(inner.try_recv(), Err(false));
+    }
+
+    /// A sender's direct hand-off to a parked receiver must not overtake values
+    /// in the ring (the FIFO violation Miri found): a receiver is parked beside
+    /// the sender's earlier value, which `refill` moved into the ring for it (its
+    /// send has returned) and whose `after_push` has not run yet; the next send
+    /// goes behind it.
+    #[test]
+    fn hand_off_does_not_overtake_the_ring() {
+        let inner = Inner::<u32>::try_new(1).unwrap();
+        let ring = inner.ring.as_ref().unwrap();
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut recv = RecvFut {
+            inner: &inner,
+            waiter: None,
+        };
+        assert!(Pin::new(&mut recv).poll(&mut cx).is_pending());
+        // The sender's earlier value, moved in for it and not served yet.
+        assert!(ring.push(62).is_ok());
+        // Its next value: the ring is full, so it would wait.
+        assert_eq!(inner.try_send(63), Err((63, true)));
+        inner.after_push(ring); // the mover serves the receiver from the ring
+        assert_eq!(Pin::new(&mut recv).poll(&mut cx), Poll::Ready(Some(62)));
+        assert_eq!(inner.try_send(63), Ok(()));
+        assert_eq!(inner.try_recv(), Ok(63));
     }
 }

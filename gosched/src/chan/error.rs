@@ -42,6 +42,56 @@ pub enum RecvTimeoutError {
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 pub struct CloseError;
 
+/// The buffer of a channel could not be made: [`try_chan`](super::try_chan)
+/// returns it, [`chan`](super::chan) panics with its message.
+///
+/// As in Go's `makechan`, the buffer's bytes (`cap` slots) must fit in the
+/// address space (at most `isize::MAX` bytes) and be allocatable; a zero-sized
+/// element type needs no buffer memory and accepts any `cap` up to `isize::MAX`.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub struct CapacityError {
+    cap: usize,
+    elem: &'static str,
+    /// Bytes per buffer slot (the value and its sequence stamp); 0 for a
+    /// zero-sized element type.
+    slot_bytes: usize,
+    /// Out of range (cannot fit at all), or the allocation failed.
+    out_of_range: bool,
+}
+
+impl CapacityError {
+    /// The capacity does not fit (its buffer would exceed `isize::MAX` bytes).
+    pub(super) fn out_of_range<T>(cap: usize, slot_bytes: usize) -> Self {
+        CapacityError {
+            cap,
+            elem: std::any::type_name::<T>(),
+            slot_bytes,
+            out_of_range: true,
+        }
+    }
+
+    /// The allocator could not provide the buffer.
+    pub(super) fn alloc_failed<T>(cap: usize, slot_bytes: usize) -> Self {
+        CapacityError {
+            cap,
+            elem: std::any::type_name::<T>(),
+            slot_bytes,
+            out_of_range: false,
+        }
+    }
+
+    /// The capacity that was asked for.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// True if the capacity can never fit (its buffer would exceed `isize::MAX`
+    /// bytes); false if it fits but the memory could not be allocated.
+    pub fn is_out_of_range(&self) -> bool {
+        self.out_of_range
+    }
+}
+
 impl<T> SendError<T> {
     pub fn into_inner(self) -> T {
         self.0
@@ -144,3 +194,37 @@ impl fmt::Display for CloseError {
     }
 }
 impl std::error::Error for CloseError {}
+
+impl fmt::Display for CapacityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let CapacityError {
+            cap,
+            elem,
+            slot_bytes,
+            out_of_range,
+        } = *self;
+        write!(f, "gosched::chan::<{elem}>({cap}): ")?;
+        if slot_bytes == 0 {
+            write!(
+                f,
+                "capacity out of range (a channel of a zero-sized type holds at most \
+                 isize::MAX = {} values); use a smaller capacity",
+                isize::MAX
+            )
+        } else if out_of_range {
+            write!(
+                f,
+                "capacity out of range (the buffer, {slot_bytes} bytes a slot, must fit in \
+                 isize::MAX bytes); use a smaller capacity"
+            )
+        } else {
+            write!(
+                f,
+                "cannot allocate the buffer ({} bytes: {cap} slots of {slot_bytes} bytes); \
+                 use a smaller capacity, or try_chan to handle the error",
+                cap as u128 * slot_bytes as u128
+            )
+        }
+    }
+}
+impl std::error::Error for CapacityError {}

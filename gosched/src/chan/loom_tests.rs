@@ -88,7 +88,7 @@ fn model_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
 #[test]
 fn buffered_send_recv_in_order() {
     model(|| {
-        let ch = Arc::new(Inner::<u32>::new(1));
+        let ch = Arc::new(Inner::<u32>::try_new(1).unwrap());
         let tx = ch.clone();
         let t = thread::spawn(move || {
             send(&tx, 1).unwrap();
@@ -105,7 +105,7 @@ fn buffered_send_recv_in_order() {
 #[test]
 fn unbuffered_send_recv_close() {
     model(|| {
-        let ch = Arc::new(Inner::<u32>::new(0));
+        let ch = Arc::new(Inner::<u32>::try_new(0).unwrap());
         let (tx, cl) = (ch.clone(), ch.clone());
         let sender = thread::spawn(move || send(&tx, 7));
         let closer = thread::spawn(move || cl.close().unwrap());
@@ -126,7 +126,7 @@ fn unbuffered_send_recv_close() {
 #[test]
 fn buffered_close_with_parked_sender() {
     model_bounded(2, || {
-        let ch = Arc::new(Inner::<u32>::new(1));
+        let ch = Arc::new(Inner::<u32>::try_new(1).unwrap());
         let (tx, cl) = (ch.clone(), ch.clone());
         let sender = thread::spawn(move || [send(&tx, 1), send(&tx, 2)]);
         let closer = thread::spawn(move || cl.close().unwrap());
@@ -152,7 +152,7 @@ fn buffered_close_with_parked_sender() {
 #[test]
 fn cancelled_recv_puts_value_back() {
     model(|| {
-        let ch = Arc::new(Inner::<u32>::new(0));
+        let ch = Arc::new(Inner::<u32>::try_new(0).unwrap());
         let waker = waker();
         let mut cx = Context::from_waker(&waker);
         let mut fut = RecvFut {
@@ -174,8 +174,8 @@ fn cancelled_recv_puts_value_back() {
 #[test]
 fn select_claim_vs_close() {
     model(|| {
-        let a = Arc::new(Inner::<u32>::new(0));
-        let b = Arc::new(Inner::<u32>::new(0));
+        let a = Arc::new(Inner::<u32>::try_new(0).unwrap());
+        let b = Arc::new(Inner::<u32>::try_new(0).unwrap());
         let (a2, b2) = (a.clone(), b.clone());
         let sender = thread::spawn(move || send(&a2, 5));
         let closer = thread::spawn(move || b2.close().unwrap());
@@ -209,7 +209,7 @@ fn select_claim_vs_close() {
 #[test]
 fn buffered_parked_receiver_no_lost_wakeup() {
     model(|| {
-        let ch = Arc::new(Inner::<u32>::new(1));
+        let ch = Arc::new(Inner::<u32>::try_new(1).unwrap());
         let rx = ch.clone();
         let r = thread::spawn(move || [recv(&rx), recv(&rx)]);
         send(&ch, 1).unwrap();
@@ -223,8 +223,8 @@ fn buffered_parked_receiver_no_lost_wakeup() {
 #[test]
 fn buffered_select_vs_send() {
     model(|| {
-        let a = Arc::new(Inner::<u32>::new(1));
-        let b = Arc::new(Inner::<u32>::new(1));
+        let a = Arc::new(Inner::<u32>::try_new(1).unwrap());
+        let b = Arc::new(Inner::<u32>::try_new(1).unwrap());
         let (a2, b2) = (a.clone(), b.clone());
         let sender = thread::spawn(move || a2.try_send(5).is_ok());
         let closer = thread::spawn(move || b2.close().unwrap());

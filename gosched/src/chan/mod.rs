@@ -56,11 +56,14 @@ mod macros;
 mod queue;
 mod ring;
 mod select;
+#[cfg(test)]
+mod tests;
 
 use self::core::Inner;
 pub use self::core::{RecvFut, SendFut};
 pub use error::{
-    CloseError, RecvTimeoutError, SendError, SendTimeoutError, TryRecvError, TrySendError,
+    CapacityError, CloseError, RecvTimeoutError, SendError, SendTimeoutError, TryRecvError,
+    TrySendError,
 };
 #[doc(hidden)]
 pub use select::{__select_blocking, __select_future};
@@ -87,11 +90,34 @@ pub struct Receiver<T> {
 }
 
 /// Make a channel with room for `cap` values; `cap == 0` is Go's unbuffered
-/// channel (a send completes when a receiver takes the value).
+/// channel (a send completes when a receiver takes the value). The buffer is
+/// allocated up front (as in Go); a zero-sized `T` needs none, whatever `cap`.
+///
+/// # Panics
+/// If the buffer cannot be made: `cap` is out of range (its bytes would exceed
+/// `isize::MAX`; for a zero-sized `T`, `cap > isize::MAX`) or the allocation
+/// fails. [`try_chan`] returns the error instead.
+#[track_caller]
 pub fn chan<T>(cap: usize) -> Chan<T> {
-    Chan {
-        inner: Arc::new(Inner::new(cap)),
+    match try_chan(cap) {
+        Ok(ch) => ch,
+        // Here, not in a closure: `#[track_caller]` then points at the caller.
+        Err(e) => panic!("{e}"),
     }
+}
+
+/// Like [`chan`], but returns an error instead of panicking when the buffer
+/// cannot be made (out of range, or out of memory).
+///
+/// ```
+/// let e = gosched::chan::try_chan::<u64>(usize::MAX).unwrap_err();
+/// assert!(e.is_out_of_range());
+/// assert!(gosched::chan::try_chan::<u64>(16).is_ok());
+/// ```
+pub fn try_chan<T>(cap: usize) -> Result<Chan<T>, CapacityError> {
+    Ok(Chan {
+        inner: Arc::new(Inner::try_new(cap)?),
+    })
 }
 
 macro_rules! common_methods {

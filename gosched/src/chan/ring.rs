@@ -21,11 +21,29 @@
 //! concurrent operation is either seen or will be retried). A pusher that finds
 //! a slot still being popped (or a popper that finds one still being pushed)
 //! spins briefly: the other side is between its CAS and its stamp store.
+//!
+//! **Zero-sized `T`** (`chan::<()>`, Go's `chan struct{}`): there is nothing to
+//! store, so there are no slots (any capacity up to `isize::MAX`, as in Go, with
+//! no buffer memory). `tail` is then just the number of buffered values, with
+//! `mark_bit` as its top bit, and `head` stays 0: a push CASes the count up and
+//! forgets its value, a pop CASes it down and reads a value back from a dangling
+//! pointer — exactly as `Vec` stores zero-sized values, so each value pushed is
+//! popped (or dropped with the ring) once. The SeqCst CAS is the only access, so
+//! it is both the publication (a pop's CAS reads from the push's) and the full
+//! barrier the channel's Dekker pattern needs. `size_of::<T>() == 0` is a
+//! constant per `T`: the branch costs the other element types nothing.
+//!
+//! **Capacity.** `new` fails (see `CapacityError`) instead of aborting when the
+//! slots' bytes would exceed `isize::MAX` (out of range, as Go's `makechan`
+//! panics "size out of range") or cannot be allocated.
 
-use std::mem::MaybeUninit;
+use std::alloc::Layout;
+use std::mem::{self, MaybeUninit};
+use std::ptr::NonNull;
 
 use crossbeam_utils::CachePadded;
 
+use super::error::CapacityError;
 use crate::loom::cell::UnsafeCell;
 use crate::loom::sync::atomic::{fence, AtomicUsize, Ordering::*};
 
@@ -76,25 +94,46 @@ fn spin(step: &mut u32) {
 }
 
 impl<T> Ring<T> {
-    pub(super) fn new(cap: usize) -> Self {
+    /// A ring of `cap > 0` slots, or why it cannot be made.
+    pub(super) fn new(cap: usize) -> Result<Self, CapacityError> {
         assert!(cap > 0);
-        let mark_bit = (cap + 1).next_power_of_two();
-        let one_lap = mark_bit * 2;
-        let slots = (0..cap)
-            .map(|i| Slot {
-                stamp: AtomicUsize::new(i),
-                value: UnsafeCell::new(MaybeUninit::uninit()),
-            })
-            .collect();
-        Ring {
+        let ring = |slots, one_lap, mark_bit| Ring {
             head: CachePadded::new(AtomicUsize::new(0)),
             tail: CachePadded::new(AtomicUsize::new(0)),
             slots,
             cap,
             one_lap,
             mark_bit,
+        };
+        if Self::ZST {
+            // `tail` is a count in `0..=cap` below the top bit, the mark.
+            let mark_bit = 1 << (usize::BITS - 1);
+            if cap >= mark_bit {
+                return Err(CapacityError::out_of_range::<T>(cap, 0));
+            }
+            // `one_lap` is unused for zero-sized values.
+            return Ok(ring(Box::default(), 0, mark_bit));
         }
+        let slot_bytes = mem::size_of::<Slot<T>>();
+        let out_of_range = || CapacityError::out_of_range::<T>(cap, slot_bytes);
+        // The bytes must fit (a slot is at least 2 words here, so this also
+        // leaves positions room for the index, the mark bit and 2+ lap bits).
+        Layout::array::<Slot<T>>(cap).map_err(|_| out_of_range())?;
+        let mark_bit = (cap + 1).next_power_of_two();
+        let one_lap = mark_bit.checked_mul(2).ok_or_else(out_of_range)?;
+        let mut slots = Vec::new();
+        slots
+            .try_reserve_exact(cap)
+            .map_err(|_| CapacityError::alloc_failed::<T>(cap, slot_bytes))?;
+        slots.extend((0..cap).map(|i| Slot {
+            stamp: AtomicUsize::new(i),
+            value: UnsafeCell::new(MaybeUninit::uninit()),
+        }));
+        Ok(ring(slots.into_boxed_slice(), one_lap, mark_bit))
     }
+
+    /// Zero-sized values: no slots, `tail` counts (see the protocol).
+    const ZST: bool = mem::size_of::<T>() == 0;
 
     /// The position after `pos`.
     #[inline]
@@ -109,6 +148,9 @@ impl<T> Ring<T> {
     }
 
     pub(super) fn push(&self, v: T) -> Result<(), PushError<T>> {
+        if Self::ZST {
+            return self.push_zst(v);
+        }
         let mut step = 0;
         let mut tail = self.tail.load(Relaxed);
         loop {
@@ -150,6 +192,9 @@ impl<T> Ring<T> {
     }
 
     pub(super) fn pop(&self) -> Option<T> {
+        if Self::ZST {
+            return self.pop_zst();
+        }
         let mut step = 0;
         let mut head = self.head.load(Relaxed);
         loop {
@@ -186,6 +231,68 @@ impl<T> Ring<T> {
         }
     }
 
+    /// `push` for a zero-sized `T`: count it in.
+    fn push_zst(&self, v: T) -> Result<(), PushError<T>> {
+        let mut tail = self.tail.load(Relaxed);
+        loop {
+            if tail & self.mark_bit != 0 {
+                return Err(PushError::Closed(v));
+            }
+            if tail == self.cap {
+                // Full, unless a pop is in progress (as in `push`).
+                fence(SeqCst);
+                let now = self.tail.load(Relaxed);
+                if now == tail {
+                    return Err(PushError::Full(v));
+                }
+                tail = now;
+                continue;
+            }
+            match self
+                .tail
+                .compare_exchange_weak(tail, tail + 1, SeqCst, Relaxed)
+            {
+                Ok(_) => {
+                    // Stored "at a dangling address", as `Vec` stores zero-sized
+                    // values: `pop_zst` reads it back.
+                    mem::forget(v);
+                    return Ok(());
+                }
+                Err(t) => tail = t,
+            }
+        }
+    }
+
+    /// `pop` for a zero-sized `T`: count one out.
+    fn pop_zst(&self) -> Option<T> {
+        let mut tail = self.tail.load(Relaxed);
+        loop {
+            if tail & !self.mark_bit == 0 {
+                // Empty, unless a push is in progress (as in `pop`).
+                fence(SeqCst);
+                let now = self.tail.load(Relaxed);
+                if now & !self.mark_bit == 0 {
+                    return None;
+                }
+                tail = now;
+                continue;
+            }
+            match self
+                .tail
+                .compare_exchange_weak(tail, tail - 1, SeqCst, Relaxed)
+            {
+                Ok(_) => {
+                    // SAFETY: `T` is zero-sized, so reading one from a dangling,
+                    // aligned pointer is a valid (empty) read, and the count we took
+                    // stands for one value a `push_zst` forgot (moved in): reading
+                    // it back moves that value out, once — as `Vec` does.
+                    return Some(unsafe { NonNull::<T>::dangling().as_ptr().read() });
+                }
+                Err(t) => tail = t,
+            }
+        }
+    }
+
     /// Make every later push fail. Returns false if it was already marked.
     pub(super) fn mark(&self) -> bool {
         self.tail.fetch_or(self.mark_bit, SeqCst) & self.mark_bit == 0
@@ -196,6 +303,9 @@ impl<T> Ring<T> {
     }
 
     pub(super) fn len(&self) -> usize {
+        if Self::ZST {
+            return self.tail.load(SeqCst) & !self.mark_bit;
+        }
         loop {
             let tail = self.tail.load(SeqCst);
             let head = self.head.load(SeqCst);
@@ -216,12 +326,18 @@ impl<T> Ring<T> {
     }
 
     pub(super) fn is_empty(&self) -> bool {
+        if Self::ZST {
+            return self.len() == 0;
+        }
         let head = self.head.load(SeqCst);
         let tail = self.tail.load(SeqCst);
         tail & !self.mark_bit == head
     }
 
     pub(super) fn is_full(&self) -> bool {
+        if Self::ZST {
+            return self.len() == self.cap;
+        }
         let tail = self.tail.load(SeqCst);
         let head = self.head.load(SeqCst);
         head.wrapping_add(self.one_lap) == tail & !self.mark_bit

@@ -556,12 +556,13 @@ fn rand() -> u64 {
     STATE.with(|s| {
         let mut x = s.get();
         if x == 0 {
-            // Seed from the address of the state and the clock: distinct per thread.
-            x = (s as *const Cell<u64> as u64)
-                ^ std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0x9E37_79B9_7F4A_7C15, |d| d.as_nanos() as u64)
-                | 1;
+            // Seed from std's per-thread random hash keys and the address of the
+            // state: distinct per thread, without reading the clock (which Miri's
+            // isolation forbids; there the seed follows `-Zmiri-seed`).
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_usize(s as *const Cell<u64> as usize);
+            x = h.finish() | 1;
         }
         x ^= x >> 12;
         x ^= x << 25;
