@@ -1,12 +1,13 @@
 //! loom models of the channel protocol: send/recv/close on buffered and
 //! unbuffered channels, a cancelled receive racing a hand-off, and select's
-//! "exactly one arm wins" claim racing a close.
+//! "exactly one arm wins" claim racing a close; and a parked future re-polled
+//! while its operation completes (without the waker, and with a new waker).
 //!
 //! Futures are driven by a tiny executor whose waker unparks the loom thread, so
 //! the models exercise the real `SendFut`/`RecvFut`/`SelectFut` code.
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::task::{Context, Poll, Wake, Waker};
 
 use super::core::{Inner, RecvFut, SendFut};
@@ -243,5 +244,59 @@ fn buffered_select_vs_send() {
             }
             other => panic!("{other:?}"),
         }
+    });
+}
+
+/// A parked receive is re-polled, spinning rather than waiting for its waker,
+/// while a sender hands it a value. Only the waiter's state (`complete`'s Release,
+/// `poll_state`'s Acquire) orders the sender's write of the slot before the
+/// receiver's read: a Relaxed `complete` is a causality violation on the slot.
+#[test]
+fn repolled_recv_reads_handed_value() {
+    model(|| {
+        let ch = Arc::new(Inner::<u32>::try_new(0).unwrap());
+        // Woken by the sender but never waited on: no synchronisation through it.
+        let waker = waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut fut = RecvFut {
+            inner: &ch,
+            waiter: None,
+        };
+        assert!(Pin::new(&mut fut).poll(&mut cx).is_pending());
+        let tx = ch.clone();
+        let sender = thread::spawn(move || assert!(tx.try_send(9).is_ok(), "a receiver is parked"));
+        let got = loop {
+            if let Poll::Ready(v) = Pin::new(&mut fut).poll(&mut cx) {
+                break v;
+            }
+            thread::yield_now();
+        };
+        assert_eq!(got, Some(9));
+        sender.join().unwrap();
+    });
+}
+
+/// A parked receive, registered with waker A, is re-polled with a new waker B
+/// while a sender completes it and wakes whatever waker it finds. `poll_state`
+/// stores B and re-checks the state under the Park lock, so either the re-poll
+/// sees the completion or the sender finds B: waiting for B never hangs (a lost
+/// wake-up, with the sender waking the stale A, would deadlock the model).
+#[test]
+fn repoll_with_new_waker_no_lost_wakeup() {
+    model(|| {
+        let ch = Arc::new(Inner::<u32>::try_new(0).unwrap());
+        let a = waker();
+        let mut fut = RecvFut {
+            inner: &ch,
+            waiter: None,
+        };
+        assert!(Pin::new(&mut fut)
+            .poll(&mut Context::from_waker(&a))
+            .is_pending());
+        let tx = ch.clone();
+        let sender = thread::spawn(move || assert!(tx.try_send(9).is_ok(), "a receiver is parked"));
+        // `block_on` polls with its own waker, B, and then waits for B.
+        assert_eq!(block_on(fut), Some(9));
+        sender.join().unwrap();
     });
 }
