@@ -17,8 +17,9 @@
 //!   Parking and waking follow the Dekker pattern: a parking operation pushes its
 //!   waiter and publishes the queue length (`recv_waiting` / `send_waiting`)
 //!   under the lock, `fence(SeqCst)`, then re-checks the ring and backs out if it
-//!   became ready; a completing operation changes the ring, `fence(SeqCst)`, then
-//!   reads the count and, if non-zero, takes the lock to serve a waiter. So
+//!   became ready; a completing operation changes the ring with a SeqCst
+//!   read-modify-write, then reads the count with a SeqCst load (no fence: see
+//!   `ring_fence`) and, if non-zero, takes the lock to serve a waiter. So
 //!   either the parker sees the ring change or the changer sees the waiter.
 //!   Serving a parked receiver hands it a value popped from the ring (DONE) and,
 //!   in the same critical section, moves a parked sender's value into the slot
@@ -284,20 +285,27 @@ pub(super) struct Inner<T> {
     spilled: AtomicUsize,
 }
 
-/// The completing side's half of the Dekker pair (see the protocol): order the
-/// ring update before the read of the waiter count.
-///
-/// On x86-64 the ring update was a successful `lock cmpxchg` on `tail`/`head`,
-/// which already drains the store buffer — a full barrier in hardware — so only
-/// the compiler must be kept from moving the load up. Elsewhere, and under loom
-/// and Miri (which model the language's memory model, not the hardware), a real
-/// `fence(SeqCst)`.
+/// The completing side's half of the Dekker pair (see the protocol). The ring
+/// update before it was a SeqCst read-modify-write (`Ring::push`/`pop`'s CAS on
+/// `tail`/`head`), and the waiter-count load after it is SeqCst too
+/// (`waiting_after_ring_update`); the parking side stores the count, then
+/// `fence(SeqCst)`, then reads the ring. By C++20's rules for SeqCst operations
+/// and fences ([atomics.order] p4) one of the two sees the other, with no fence
+/// on this side — and on x86-64 a SeqCst load is a plain load, so this costs
+/// nothing (what the old `compiler_fence` shortcut got by the hardware's
+/// argument, now by the language's). loom treats SeqCst accesses as AcqRel, so
+/// under loom a real fence stands in.
 #[inline(always)]
 fn ring_fence() {
-    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-    std::sync::atomic::compiler_fence(SeqCst);
-    #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
+    #[cfg(loom)]
     fence(SeqCst);
+}
+
+/// The waiter count read right after a ring update (the load of the Dekker
+/// pair; see `ring_fence`).
+#[inline(always)]
+fn waiting_after_ring_update(count: &AtomicUsize) -> usize {
+    count.load(SeqCst)
 }
 
 /// What the lock-free part of a buffered send did.
@@ -485,7 +493,7 @@ impl<T> Inner<T> {
     /// After a push: serve a parked receiver, if any, with a value from the ring.
     fn after_push(&self, ring: &Ring<T>) {
         ring_fence();
-        if self.recv_waiting.load(Relaxed) > 0 {
+        if waiting_after_ring_update(&self.recv_waiting) > 0 {
             self.serve_receiver(ring);
         }
     }
@@ -532,7 +540,7 @@ impl<T> Inner<T> {
             }
             // `after_push` for the value that went in.
             ring_fence();
-            if self.recv_waiting.load(Relaxed) == 0 {
+            if waiting_after_ring_update(&self.recv_waiting) == 0 {
                 return;
             }
         }
@@ -541,7 +549,7 @@ impl<T> Inner<T> {
     /// After a pop: move a parked sender's value into the freed slot.
     fn after_pop(&self, ring: &Ring<T>) {
         ring_fence();
-        if self.send_waiting.load(Relaxed) > 0 {
+        if waiting_after_ring_update(&self.send_waiting) > 0 {
             self.serve_sender(ring);
         }
     }

@@ -129,7 +129,9 @@ impl Processor {
         task: Task,
         global: impl FnOnce(Vec<NonNull<Header>>),
     ) -> bool {
-        let old = self.runnext.swap(task.into_raw().as_ptr(), AcqRel);
+        // SeqCst: one half of the wake-up Dekker pair (`ready.rs`,
+        // `wakep_after_runqput`); on x86-64 the same `xchg` as AcqRel.
+        let old = self.runnext.swap(task.into_raw().as_ptr(), SeqCst);
         match NonNull::new(old) {
             None => self.lazy_wake(),
             Some(old) => {

@@ -155,13 +155,18 @@ impl Shared {
         if lazy && self.watching.load(Relaxed) {
             return;
         }
-        if lazy && cfg!(all(target_arch = "x86_64", not(loom))) {
-            // The task was published by the `runnext` swap, on x86-64 a locked
-            // instruction and so a full barrier: only the compiler must not
-            // hoist the loads above it (an `mfence` here measurably slows every
-            // wake-up).
-            std::sync::atomic::compiler_fence(SeqCst);
-            self.wakep_if_wanted();
+        if lazy && !cfg!(loom) {
+            // The task was published by the `runnext` swap, a SeqCst
+            // read-modify-write; the two loads below are SeqCst too, and the
+            // parking M does its RMW on `nmspinning`, `fence(SeqCst)`, then
+            // re-checks the queues (`machine.rs` step 8). By C++20's rules for
+            // SeqCst operations and fences one side sees the other, with no
+            // fence here (an `mfence` measurably slows every wake-up; on x86-64
+            // a SeqCst load is a plain load). loom treats SeqCst accesses as
+            // AcqRel, so it takes the fenced path below.
+            if self.npidle.load(SeqCst) != 0 && self.nmspinning.load(SeqCst) == 0 {
+                self.wakep();
+            }
         } else {
             self.wakep_if_idle();
         }
