@@ -277,7 +277,7 @@ mod tests {
     /// taken exactly once.
     #[test]
     fn stress_no_item_lost_or_duplicated() {
-        const N: usize = 200_000;
+        const N: usize = if cfg!(miri) { 2_000 } else { 200_000 };
         struct Shared {
             victim: RunQueue<usize>,
             done: AtomicBool,

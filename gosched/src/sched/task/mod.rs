@@ -561,9 +561,12 @@ fn raw_waker(ptr: NonNull<Header>) -> RawWaker {
 
 unsafe fn waker_clone(p: *const ()) -> RawWaker {
     // SAFETY: a waker's pointer is a live task header.
-    let h = unsafe { &*(p as *const Header) };
-    h.state.ref_inc();
-    raw_waker(NonNull::from(h))
+    unsafe { &*(p as *const Header) }.state.ref_inc();
+    // The clone keeps `p` itself, not a pointer re-derived from a `&Header`:
+    // that would narrow its provenance to the header, and `from_header` steps
+    // back to the whole cell (Miri's Stacked Borrows reported exactly that).
+    // SAFETY: `p` is non-null (a live task header).
+    raw_waker(unsafe { NonNull::new_unchecked(p as *mut Header) })
 }
 
 unsafe fn waker_wake(p: *const ()) {
