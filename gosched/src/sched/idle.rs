@@ -148,7 +148,10 @@ impl Shared {
     /// spinning means nobody will look at the new work unless we wake an M.
     #[inline]
     pub(crate) fn wake_wanted(&self) -> bool {
-        self.npidle.load(Relaxed) != 0 && self.nmspinning.load(Relaxed) == 0
+        // SeqCst loads: the lazy `runnext` put relies on them instead of a
+        // fence (`ready.rs`, `wakep_after_runqput`); on x86-64 they are plain
+        // loads, elsewhere cheaper than the fence they save.
+        self.npidle.load(SeqCst) != 0 && self.nmspinning.load(SeqCst) == 0
     }
 
     // ---- Ms ------------------------------------------------------------------------
@@ -186,9 +189,7 @@ impl Shared {
             self.release_p(p);
             return Err(task);
         };
-        m.homed.fetch_add(1, Relaxed);
-        task.set_home(m.clone());
-        m.push_remote(task);
+        m.adopt(task);
         self.procs[p].set_owner(&m);
         m.start(p, false);
         Ok(())

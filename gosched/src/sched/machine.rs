@@ -179,6 +179,19 @@ impl Machine {
         task.shutdown();
     }
 
+    /// Home `task`, a pinned goroutine that has not run yet, on this M: it
+    /// counts in `homed` (placement) until it completes (`task::complete`).
+    pub(crate) fn home(self: &Arc<Self>, task: &Task) {
+        self.homed.fetch_add(1, Relaxed);
+        task.set_home(self.clone());
+    }
+
+    /// `home` a task on this M from another thread, and hand it over.
+    pub(crate) fn adopt(self: &Arc<Self>, task: Task) {
+        self.home(&task);
+        self.push_remote(task);
+    }
+
     fn has_inbox(&self) -> bool {
         self.inbox_len.load(SeqCst) != 0
     }
@@ -367,20 +380,16 @@ impl MachineCtx {
                     // SAFETY: `m` came from `Arc::as_ptr` of an M in
                     // `Shared::machines`, which holds a strong count for the
                     // runtime's life: taking one more and owning it is sound.
-                    let arc = unsafe {
+                    let target = unsafe {
                         Arc::increment_strong_count(m);
                         Arc::from_raw(m)
                     };
-                    arc.homed.fetch_add(1, Relaxed);
-                    let target = arc.clone();
-                    task.set_home(arc);
-                    target.push_remote(task);
+                    target.adopt(task);
                     return None;
                 }
             }
         }
-        self.m.homed.fetch_add(1, Relaxed);
-        task.set_home(self.m.clone());
+        self.m.home(&task);
         Some(task)
     }
 
@@ -580,10 +589,10 @@ impl MachineCtx {
         }
         let now = now_ns();
         if a <= now {
-            shared.timer_rearmed(p.timers.run_due(now));
+            shared.run_due_timers(&p.timers, now);
         }
         if b <= now {
-            shared.timer_rearmed(shared.global_timers.run_due(now));
+            shared.run_due_timers(&shared.global_timers, now);
         }
     }
 
@@ -598,9 +607,9 @@ impl MachineCtx {
             return;
         }
         for q in shared.procs.iter() {
-            shared.timer_rearmed(q.timers.run_due(now));
+            shared.run_due_timers(&q.timers, now);
         }
-        shared.timer_rearmed(shared.global_timers.run_due(now));
+        shared.run_due_timers(&shared.global_timers, now);
     }
 
     /// Go's `stealWork`: 4 rounds over the Ps in a random order.
@@ -624,7 +633,7 @@ impl MachineCtx {
                 }
                 let v = self.proc(vi);
                 if last && v.timers.next_when() <= now {
-                    shared.timer_rearmed(v.timers.run_due(now));
+                    shared.run_due_timers(&v.timers, now);
                     // SAFETY: we own `p`.
                     if let Some((t, _)) = unsafe { p.runqget() } {
                         return Some(t);

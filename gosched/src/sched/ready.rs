@@ -164,9 +164,7 @@ impl Shared {
             // fence here (an `mfence` measurably slows every wake-up; on x86-64
             // a SeqCst load is a plain load). loom treats SeqCst accesses as
             // AcqRel, so it takes the fenced path below.
-            if self.npidle.load(SeqCst) != 0 && self.nmspinning.load(SeqCst) == 0 {
-                self.wakep();
-            }
+            self.wakep_if_wanted();
         } else {
             self.wakep_if_idle();
         }

@@ -230,12 +230,6 @@ impl Timers {
         self.when0.load(SeqCst)
     }
 
-    /// Entries in the heap, zombies included (tests and introspection).
-    #[allow(dead_code)]
-    pub(crate) fn len(&self) -> usize {
-        self.len.load(Relaxed)
-    }
-
     fn too_many_zombies(&self, len: usize) -> bool {
         let z = self.zombies.load(Relaxed);
         len >= COMPACT_MIN && z > 0 && z as usize * 4 > len
@@ -286,8 +280,7 @@ impl Timers {
 
     /// Run every due timer (see the protocol). Returns the earliest deadline a
     /// periodic timer was re-armed at, if that made it this heap's earliest:
-    /// the caller passes it to `Shared::timer_rearmed`, so that a timer sleeper
-    /// sleeping past it wakes.
+    /// `Shared::run_due_timers` wakes a timer sleeper sleeping past it.
     pub(crate) fn run_due(self: &Arc<Self>, now: u64) -> Option<u64> {
         if self.when0.load(Acquire) > now {
             return None;
@@ -406,11 +399,14 @@ impl Shared {
             .fold(self.global_timers.next_when(), u64::min)
     }
 
-    /// A periodic timer was re-armed at `when` by an M running timers (which
-    /// is awake, and consults the heaps before it parks): only a timer
-    /// sleeper that would sleep past `when` needs a wake.
-    pub(crate) fn timer_rearmed(&self, when: Option<u64>) {
-        let Some(when) = when else { return };
+    /// Run the due timers of `timers` (an M's schedule, a spinning M, the
+    /// sleeper). A periodic timer re-armed there at `when`: the running M is
+    /// awake and consults the heaps before it parks, so only a timer sleeper
+    /// that would sleep past `when` needs a wake.
+    pub(crate) fn run_due_timers(&self, timers: &Arc<Timers>, now: u64) {
+        let Some(when) = timers.run_due(now) else {
+            return;
+        };
         let until = self.sleeper_until.load(SeqCst);
         if until != 0 && when < until {
             if let Some(m) = &*lock(&self.sleeper) {
