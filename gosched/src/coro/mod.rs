@@ -37,12 +37,21 @@
 //! `Go::new().stack_size(n)` or `Builder::stack_size(n)`; overflowing hits the
 //! guard page and the process aborts with `goroutine stack overflow`.
 //!
-//! # Thread-locals (soundness caveat)
+//! # Thread-locals
 //!
-//! A goroutine may resume on a different OS thread after any blocking call. A
-//! reference into a `thread_local!` held across a blocking call may then point to
-//! another thread's value. Do not hold thread-local references (or `!Send` values
-//! tied to a thread) across blocking calls inside a goroutine.
+//! By default a goroutine never changes OS thread once it has started ("The
+//! thread rule", `sched/machine.rs`), so thread-locals behave in it as on a
+//! plain thread. Only a goroutine made migratable (the `unsafe`
+//! `Builder::migrate_goroutines` / `Go::migratable`) may resume on another
+//! OS thread after a blocking call; its code must not touch a thread-local
+//! both before and after a blocking call within one function activation.
+//!
+//! # Stack promises
+//!
+//! `go`/`try_go` promise the goroutine a stack at spawn (`stack.rs`,
+//! "Reservations"): `try_go` returns `SpawnError` when the address space (or
+//! the map budget) is spent, and a goroutine it accepted always gets its
+//! stack at its first run.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -129,6 +138,9 @@ impl Drop for ResumeGuard {
 pub(crate) struct Goroutine<F, T> {
     f: Option<F>,
     co: Option<Coroutine<(), (), T, Stack>>,
+    /// The stack pool holding this goroutine's stack promise (made at spawn,
+    /// `stack.rs` "Reservations"), kept until its stack goes back.
+    pool: u32,
     ctx: GoroutineCtx,
     _pin: PhantomPinned,
 }
@@ -145,10 +157,19 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    pub(crate) fn new(f: F, id: u64, name: Option<StdArc<str>>, stack_size: usize) -> Self {
+    /// A goroutine whose stack of `stack_size` (rounded) bytes is promised by
+    /// the pool with id `pool`.
+    pub(crate) fn new(
+        f: F,
+        id: u64,
+        name: Option<StdArc<str>>,
+        stack_size: usize,
+        pool: u32,
+    ) -> Self {
         Goroutine {
             f: Some(f),
             co: None,
+            pool,
             ctx: GoroutineCtx {
                 yielder: Cell::new(ptr::null()),
                 unwinding: Cell::new(false),
@@ -213,6 +234,10 @@ where
 impl<F, T> Drop for Goroutine<F, T> {
     fn drop(&mut self) {
         let Some(mut co) = self.co.take() else {
+            // Never started (or finished: its stack went back already).
+            if self.f.is_some() {
+                unreserve_stack(self.pool, self.ctx.info.stack_size);
+            }
             return;
         };
         if !co.done() {
@@ -230,6 +255,8 @@ impl<F, T> Drop for Goroutine<F, T> {
     }
 }
 
+/// The stack promised to this goroutine at spawn: it is in this P's cache,
+/// else in the pool (a reservation keeps room there, `stack.rs`).
 fn acquire_stack(size: usize) -> Result<Stack, StackError> {
     with_current_and_p(|shared, p| match p {
         // SAFETY: `with_current_and_p` hands us our own P in RUNNING.
@@ -238,11 +265,11 @@ fn acquire_stack(size: usize) -> Result<Stack, StackError> {
     })
 }
 
-/// Give a finished goroutine's stack back: to this P's cache, or to the pool
-/// of the runtime that allocated it when that is not the current one (a
-/// runtime dropped inside a goroutine of another cancels its goroutines on a
-/// foreign M). A stack whose runtime is gone already is leaked, never reused
-/// by another pool.
+/// Give a finished goroutine's stack and its promise back: to this P's
+/// cache, or to the pool of the runtime that allocated it when that is not
+/// the current one (a runtime dropped inside a goroutine of another cancels
+/// its goroutines on a foreign M). A stack whose runtime is gone already is
+/// leaked, never reused by another pool.
 fn release_stack(stack: Stack) {
     let foreign = with_current_and_p(|shared, p| {
         if stack.pool_id() != shared.stacks.id() {
@@ -251,13 +278,35 @@ fn release_stack(stack: Stack) {
         match p {
             // SAFETY: as above.
             Some(p) => unsafe { p.local().stacks.put(&shared.stacks, stack) },
-            None => shared.stacks.free(stack),
+            None => {
+                let size = stack.size();
+                shared.stacks.free(stack);
+                shared.stacks.unreserve(size, 1);
+            }
         }
         None
     });
     if let Some(stack) = foreign {
         if let Some(owner) = context::runtime_of_pool(stack.pool_id()) {
+            let size = stack.size();
             owner.stacks.free(stack);
+            owner.stacks.unreserve(size, 1);
+        }
+    }
+}
+
+/// A goroutine dropped before it ran gives its stack promise back.
+fn unreserve_stack(pool: u32, size: usize) {
+    let done = with_current(|shared| {
+        let here = shared.stacks.id() == pool;
+        if here {
+            shared.stacks.unreserve(size, 1);
+        }
+        here
+    });
+    if !done {
+        if let Some(owner) = context::runtime_of_pool(pool) {
+            owner.stacks.unreserve(size, 1);
         }
     }
 }
@@ -402,15 +451,23 @@ impl Go {
     {
         let size = self.stack_size.unwrap_or(shared.config.stack_size);
         let size = stack::round_size(size).map_err(SpawnError::Stack)?;
-        // With mprotect guards (kernels without MADV_GUARD_INSTALL) refuse at spawn
-        // time what could not get a stack within vm.max_map_count.
-        shared
-            .stacks
-            .check_map_budget()
-            .map_err(SpawnError::Stack)?;
         let name = self.name;
         let pinned = !self.migratable.unwrap_or(shared.config.migrate_goroutines);
-        Ok(shared.spawn_with_id(move |id| Goroutine::new(f, id, name, size), pinned))
+        let pool = shared.stacks.id();
+        // The stack is taken at the first run; promise it now, so that a
+        // goroutine accepted here always gets one (`stack.rs`, "Reservations").
+        let reserve = |p: Option<&crate::sched::processor::Processor>| match p {
+            // SAFETY: `try_spawn_with_id` hands us our own P in RUNNING.
+            Some(p) => unsafe { p.local().stacks.reserve(&shared.stacks, size) },
+            None => shared.stacks.reserve(size, 1).map(drop),
+        };
+        shared
+            .try_spawn_with_id(
+                move |id| Goroutine::new(f, id, name, size, pool),
+                pinned,
+                reserve,
+            )
+            .map_err(SpawnError::Stack)
     }
 }
 

@@ -149,7 +149,11 @@ impl Shared {
             nmspinning: AtomicUsize::new(0),
             owned: OwnedTasks::new(n),
             #[cfg(not(loom))]
-            stacks: StackPool::new(),
+            stacks: {
+                let pool = StackPool::new();
+                pool.set_caches(n);
+                pool
+            },
             global_timers: Timers::new(),
             sleeper_until: AtomicU64::new(0),
             sleeper: Mutex::new(None),

@@ -46,7 +46,7 @@ use std::time::Duration;
 
 use super::context::with_current_p;
 use super::machine::{Machine, MachineCtx};
-use super::processor::ID_BATCH;
+use super::processor::{Processor, ID_BATCH};
 use super::status;
 use super::task::{self, Header, JoinHandle, Task};
 use super::Shared;
@@ -76,10 +76,31 @@ impl Shared {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        // One entry into the P for the id, the counter and the `runnext` put.
+        match self.try_spawn_with_id(make, pinned, |_| Ok::<(), std::convert::Infallible>(())) {
+            Ok(handle) => handle,
+            Err(never) => match never {},
+        }
+    }
+
+    /// `spawn_with_id`, first asking `admit` (with the current P, if this
+    /// thread holds one of ours) whether the task may be spawned: a goroutine
+    /// reserves its stack there. Nothing is spawned when it fails.
+    pub(crate) fn try_spawn_with_id<F, E>(
+        self: &Arc<Self>,
+        make: impl FnOnce(u64) -> F,
+        pinned: bool,
+        admit: impl FnOnce(Option<&Processor>) -> Result<(), E>,
+    ) -> Result<JoinHandle<F::Output>, E>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        // One entry into the P for the admission, the id, the counter and the
+        // `runnext` put.
         let on_p = with_current_p(self, |p| match p {
             // SAFETY: `with_current_p` gives us the P in RUNNING on its owner M.
             Some(p) => unsafe {
+                admit(Some(p))?;
                 // Owner-only counter: a plain load + store.
                 p.spawned.store(p.spawned.load(Relaxed) + 1, Relaxed);
                 let l = p.local();
@@ -91,15 +112,16 @@ impl Shared {
                 l.id_next += 1;
                 let (task, handle) = task::new_task(make(id), id, pinned, self.clone());
                 let lazy = p.runqput_next(task, |batch| self.global_push_batch(batch));
-                Ok((handle, lazy))
+                Ok(Ok((handle, lazy)))
             },
             None => {
+                admit(None)?;
                 self.pless_spawned.fetch_add(1, Relaxed);
                 let id = self.next_id.fetch_add(1, Relaxed);
-                Err(task::new_task(make(id), id, pinned, self.clone()))
+                Ok(Err(task::new_task(make(id), id, pinned, self.clone())))
             }
-        });
-        match on_p {
+        })?;
+        Ok(match on_p {
             Ok((handle, lazy)) => {
                 self.wakep_after_runqput(lazy);
                 handle
@@ -111,7 +133,7 @@ impl Shared {
                 self.wakep_if_idle();
                 handle
             }
-        }
+        })
     }
 
     /// Make a notified task runnable (Go's `ready`; the waker's and `abort`'s

@@ -51,9 +51,9 @@
 //!   (read once; `margin = max(1024, max_map_count / 8)` is left for the rest
 //!   of the process: libraries, thread stacks, malloc arenas) is refused with
 //!   [`StackError::MapCountExhausted`], whose message names the sysctl
-//!   ([`StackPool::check_map_budget`] lets a spawner fail early with the same
-//!   error). Cold stacks (below) give their guard back (`mprotect(RW)`, the
-//!   VMAs merge again) and get it reinstalled when reused.
+//!   (reservations, below, stay within the same budget). Cold stacks
+//!   (below) give their guard back (`mprotect(RW)`, the VMAs merge again) and
+//!   get it reinstalled when reused.
 //!
 //! A stack is never handed out without a guard: every path into
 //! [`StackPool::alloc`] either finds a guarded free stack or installs the guard
@@ -100,6 +100,40 @@
 //! bound, makes each release a batch and avoids a syscall per free at the
 //! boundary. The per-P cache is smaller (8 MiB / 32 stacks per class) because
 //! there is one per P.
+//!
+//! # Reservations
+//!
+//! A goroutine takes its stack lazily, at its first run (a million spawned
+//! goroutines that finish at once share a few stacks), but it is *promised*
+//! one at spawn, so that `try_go` can refuse what would not get a stack and a
+//! goroutine it accepted never dies at its first run for want of one.
+//! Per size class the pool counts
+//!
+//! * `capacity` — stacks its mapped slabs hold, carved or not;
+//! * `committed` — promises: goroutines spawned and not started, goroutines
+//!   running (their stack is out), and per-P *credit* (promises a
+//!   [`StackCache`] took in a batch of [`CREDIT_BATCH`] for the goroutines
+//!   its P will spawn: spawning on a P costs no lock);
+//!
+//! and keeps `committed + slack <= capacity`, where `slack` is what the
+//! per-P caches may hold between them (`procs * cache bound`).
+//! [`StackPool::reserve`] maps slabs (address space only; carving stays
+//! lazy) until the promise fits, and fails with the `mmap` error when the
+//! address space is exhausted (an `RLIMIT_AS`, `ulimit -v`) or, in mprotect
+//! mode, when the map budget is spent. A promise goes back with the
+//! goroutine's stack ([`StackCache::put`]) or, if the goroutine never ran,
+//! with [`StackPool::unreserve`].
+//!
+//! Why a goroutine with a promise always finds a stack: when it starts, the
+//! free stacks of its class are `capacity - running`, of which the other
+//! caches hold at most `slack`; `capacity - running >= committed + slack -
+//! running > slack`, since its own promise is counted in `committed` but it
+//! is not running yet. So the pool has a free stack or an uncarved one in a
+//! mapped slab, and carving needs no new `mmap`. (A stack allocated without
+//! a promise, as the unit tests do, can take that room; the runtime always
+//! promises first.) Near an address-space limit, `reserve` halves its slab
+//! size and leaves [`HEADROOM`] unmapped for the rest of the process (malloc
+//! and threads must not starve because stacks took everything).
 //!
 //! # Who may write what
 //!
@@ -182,6 +216,10 @@ const MAP_MARGIN_DIV: usize = 8;
 /// mprotect mode: guards currently installed by all pools of the process
 /// (each costs about two maps, and the map limit is per process).
 static GUARDED_STACKS: AtomicUsize = AtomicUsize::new(0);
+
+/// mprotect mode: stacks promised by all pools of the process (each may need
+/// a guard; see "Reservations").
+static GUARDS_COMMITTED: AtomicUsize = AtomicUsize::new(0);
 
 static NEXT_POOL_ID: AtomicU32 = AtomicU32::new(1);
 
@@ -321,7 +359,13 @@ impl fmt::Display for StackError {
                  or keep fewer goroutines alive at once",
                 max_map_count.saturating_mul(4).max(262_144)
             ),
-            StackError::Mmap(e) => write!(f, "cannot map goroutine stack memory: {e}"),
+            StackError::Mmap(e) => write!(
+                f,
+                "cannot map goroutine stack memory: {e}; the address space for stacks is \
+                 exhausted (an address-space limit such as `ulimit -v`?): keep fewer \
+                 goroutines alive at once, or give them smaller stacks \
+                 (`Go::stack_size`, `Builder::stack_size`)"
+            ),
             StackError::Guard(e) => write!(f, "cannot install a goroutine stack guard page: {e}"),
             StackError::TooLarge { requested, max } => write!(
                 f,
@@ -411,6 +455,10 @@ pub(crate) struct StackPoolStats {
     pub(crate) free_cold: usize,
     /// mprotect mode: guards installed by all pools of the process.
     pub(crate) guarded_stacks: usize,
+    /// Stacks the mapped slabs hold, carved or not.
+    pub(crate) capacity: usize,
+    /// Stacks promised to goroutines (`reserve`).
+    pub(crate) committed: usize,
 }
 
 /// Tunables of a pool; `StackPool::new` uses [`PoolConfig::default`].
@@ -475,7 +523,14 @@ struct SizeClass {
     hot_limit: usize,
     /// The slab new stacks are carved from.
     carving: Option<u32>,
+    /// Slabs mapped for reservations and not carved from yet.
+    spare: Vec<u32>,
     next_slab_stacks: usize,
+    /// Stacks the mapped slabs of this class hold, carved or not.
+    capacity: usize,
+    /// Stacks promised to goroutines: spawned and not yet started, running,
+    /// and per-P credits (see "Reservations" at the top of this file).
+    committed: usize,
 }
 
 struct PoolInner {
@@ -486,6 +541,9 @@ struct PoolInner {
 /// The per-runtime stack pool. See the top of this file.
 pub(crate) struct StackPool {
     inner: Mutex<PoolInner>,
+    /// Per-P caches that may hold this pool's free stacks (the runtime's
+    /// procs): their bound is kept free of reservations (`slack`).
+    caches: AtomicUsize,
     config: PoolConfig,
     page: usize,
     id: u32,
@@ -509,6 +567,7 @@ impl StackPool {
                 classes: Vec::new(),
                 slabs: Vec::new(),
             }),
+            caches: AtomicUsize::new(0),
             config,
             page: page_size(),
             id: NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed),
@@ -606,30 +665,6 @@ impl StackPool {
         }
     }
 
-    /// mprotect mode: whether one more goroutine stack fits in the map
-    /// budget, with the same error `alloc` would return — so a spawner can
-    /// refuse early (stacks are taken lazily, at a goroutine's first run).
-    /// Hot free stacks count as available (reusing one costs no new guard).
-    /// Always `Ok` in madvise mode. Advisory: goroutines spawned but not yet
-    /// run hold no stack.
-    #[allow(dead_code)] // for the spawn path (coro/mod.rs), and tests
-    pub(crate) fn check_map_budget(&self) -> Result<(), StackError> {
-        if self.config.guard_mode == GuardMode::Madvise {
-            return Ok(());
-        }
-        let hot: usize = self.lock().classes.iter().map(|c| c.hot.len()).sum();
-        let guarded = GUARDED_STACKS.load(Ordering::Relaxed);
-        let needed = guarded.saturating_sub(hot) + 1;
-        if needed
-            .saturating_mul(2)
-            .saturating_add(self.config.map_margin)
-            > self.config.max_map_count
-        {
-            return Err(self.map_count_error());
-        }
-        Ok(())
-    }
-
     /// A snapshot of the pool's counters.
     #[allow(dead_code)] // used by tests and the runtime's stats snapshot
     pub(crate) fn stats(&self) -> StackPoolStats {
@@ -644,6 +679,8 @@ impl StackPool {
             free_hot: inner.classes.iter().map(|c| c.hot.len()).sum(),
             free_cold: inner.classes.iter().map(|c| c.cold.len()).sum(),
             guarded_stacks: GUARDED_STACKS.load(Ordering::Relaxed),
+            capacity: inner.classes.iter().map(|c| c.capacity).sum(),
+            committed: inner.classes.iter().map(|c| c.committed).sum(),
         }
     }
 
@@ -662,7 +699,10 @@ impl StackPool {
             cold: Vec::new(),
             hot_limit,
             carving: None,
+            spare: Vec::new(),
             next_slab_stacks: self.config.first_slab_stacks.max(1),
+            capacity: 0,
+            committed: 0,
         });
         inner.classes.len() - 1
     }
@@ -680,11 +720,23 @@ impl StackPool {
         }
     }
 
-    /// Carves the next stack of class `ci`, mapping a new slab if needed.
+    /// Carves the next stack of class `ci`: from the slab being carved, else
+    /// a spare slab mapped by `reserve`, else a new slab (only an
+    /// allocation without a reservation gets that far).
     fn carve(&self, inner: &mut PoolInner, ci: usize) -> Result<Stack, StackError> {
         let slab_idx = match inner.classes[ci].carving {
             Some(i) if inner.slabs[i as usize].carved < inner.slabs[i as usize].capacity => i,
-            _ => self.map_slab(inner, ci)?,
+            _ => {
+                let next = match inner.classes[ci].spare.pop() {
+                    Some(i) => i,
+                    None => {
+                        let stacks = inner.classes[ci].next_slab_stacks;
+                        self.map_slab(inner, ci, stacks)?
+                    }
+                };
+                inner.classes[ci].carving = Some(next);
+                next
+            }
         };
         let slab = &inner.slabs[slab_idx as usize];
         let limit = slab.start + slab.carved * slab.stride;
@@ -698,13 +750,13 @@ impl StackPool {
         Ok(self.hand_out(inner, ci, slot))
     }
 
-    fn map_slab(&self, inner: &mut PoolInner, ci: usize) -> Result<u32, StackError> {
+    /// Maps a slab of (up to) `stacks` stacks for class `ci`; the caller makes
+    /// it the carving slab or a spare. Each slab doubles the next one's
+    /// size, up to `max_slab_bytes`.
+    fn map_slab(&self, inner: &mut PoolInner, ci: usize, stacks: usize) -> Result<u32, StackError> {
         let class = &inner.classes[ci];
         let stride = class.stride;
-        let stacks = class
-            .next_slab_stacks
-            .min(self.config.max_slab_bytes / stride)
-            .max(1);
+        let stacks = stacks.min(self.config.max_slab_bytes / stride).max(1);
         let len = stacks * stride;
         let slab_idx = u32::try_from(inner.slabs.len()).map_err(|_| {
             StackError::Mmap(io::Error::new(
@@ -744,9 +796,127 @@ impl StackPool {
             registration,
         });
         let class = &mut inner.classes[ci];
-        class.carving = Some(slab_idx);
-        class.next_slab_stacks = stacks.saturating_mul(2);
+        class.capacity += stacks;
+        class.next_slab_stacks = class.next_slab_stacks.max(stacks.saturating_mul(2));
         Ok(slab_idx)
+    }
+
+    /// Takes back the slab `map_slab` just mapped for `reserve` (nothing was
+    /// carved from it, nothing refers to it).
+    fn unmap_last_slab(&self, inner: &mut PoolInner, ci: usize, slab_idx: u32) {
+        debug_assert_eq!(slab_idx as usize + 1, inner.slabs.len());
+        let Some(mut slab) = inner.slabs.pop() else {
+            return;
+        };
+        debug_assert_eq!(slab.carved, 0);
+        if let Some(registration) = slab.registration.take() {
+            overflow::unregister_slab(registration);
+        }
+        // SAFETY: the whole mapping of a slab mapped a moment ago under this
+        // lock; no stack was carved from it, so nothing uses it.
+        unsafe { libc::munmap(slab.start as *mut libc::c_void, slab.len) };
+        inner.classes[ci].capacity -= slab.capacity;
+    }
+
+    /// Stacks of stride `stride` that the per-P caches may hold between
+    /// them: kept out of reservations, so that a goroutine whose own P's
+    /// cache is empty always finds its stack in the pool.
+    fn slack(&self, stride: usize) -> usize {
+        self.caches.load(Ordering::Relaxed) * cache_limit(stride)
+    }
+
+    /// The runtime has `n` per-P caches (its procs).
+    pub(crate) fn set_caches(&self, n: usize) {
+        self.caches.store(n, Ordering::Relaxed);
+    }
+
+    /// Promises `want` stacks of `size` usable bytes (at least one, fewer if
+    /// only fewer fit) to goroutines not started yet, mapping slabs until
+    /// they fit; returns how many were promised. Fails with the error a
+    /// stack allocation would meet: the address space (`mmap`) or, in
+    /// mprotect mode, the map budget. See "Reservations" at the top.
+    pub(crate) fn reserve(&self, size: usize, want: usize) -> Result<usize, StackError> {
+        let size = round_size(size)?;
+        let want = want.max(1);
+        let mut inner = self.lock();
+        let ci = self.class_index(&mut inner, size);
+        let slack = self.slack(inner.classes[ci].stride);
+        loop {
+            let class = &inner.classes[ci];
+            let free = class.capacity.saturating_sub(class.committed + slack);
+            if free > 0 {
+                let grant = self.reserve_guards(want.min(free))?;
+                inner.classes[ci].committed += grant;
+                return Ok(grant);
+            }
+            // Map a slab big enough for the promise. Near an address-space
+            // limit (a map failed), halve the size but leave `HEADROOM` of
+            // address space to the rest of the process (malloc, threads):
+            // stacks must not starve it.
+            let need = class.committed + slack + 1 - class.capacity;
+            let mut stacks = class.next_slab_stacks.max(need);
+            let mut near_limit = false;
+            let slab = loop {
+                let err = match self.map_slab(&mut inner, ci, stacks) {
+                    Ok(slab) if !near_limit || headroom_left() => break slab,
+                    Ok(slab) => {
+                        self.unmap_last_slab(&mut inner, ci, slab);
+                        StackError::Mmap(io::Error::from_raw_os_error(libc::ENOMEM))
+                    }
+                    Err(e) => e,
+                };
+                if stacks <= need {
+                    return Err(err);
+                }
+                near_limit = true;
+                stacks = (stacks / 2).max(need);
+                // Later reservations start from the smaller size.
+                inner.classes[ci].next_slab_stacks = stacks;
+            };
+            inner.classes[ci].spare.push(slab);
+        }
+    }
+
+    /// Takes back `n` promises of `reserve` (goroutines that ended or were
+    /// dropped before they started, surplus per-P credit).
+    pub(crate) fn unreserve(&self, size: usize, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let mut inner = self.lock();
+        let Some(class) = inner.classes.iter_mut().find(|c| c.size == size) else {
+            debug_assert!(false, "unreserve of a class never reserved");
+            return;
+        };
+        debug_assert!(class.committed >= n, "more stacks unreserved than reserved");
+        let n = n.min(class.committed);
+        class.committed -= n;
+        if self.config.guard_mode == GuardMode::Mprotect {
+            GUARDS_COMMITTED.fetch_sub(n, Ordering::Relaxed);
+        }
+    }
+
+    /// mprotect mode: `grant` stacks more (at least one) within the map
+    /// budget, counting every pool's promises and this pool's caches.
+    /// Reservations are not limited by guards in madvise mode.
+    fn reserve_guards(&self, grant: usize) -> Result<usize, StackError> {
+        if self.config.guard_mode == GuardMode::Madvise {
+            return Ok(grant);
+        }
+        let budget = self
+            .config
+            .max_map_count
+            .saturating_sub(self.config.map_margin)
+            / 2;
+        let held = self.caches.load(Ordering::Relaxed) * CACHE_MAX_STACKS;
+        let mut granted = 0;
+        GUARDS_COMMITTED
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                granted = budget.saturating_sub(c + held).min(grant);
+                (granted > 0).then_some(c + granted)
+            })
+            .map_err(|_| self.map_count_error())?;
+        Ok(granted)
     }
 
     /// Installs the guard page at `limit` (the lowest page of a carved or
@@ -876,6 +1046,11 @@ impl Drop for StackPool {
     /// registered) the others. See the top of this file.
     fn drop(&mut self) {
         let inner = self.inner.get_mut().unwrap_or_else(|e| e.into_inner());
+        if self.config.guard_mode == GuardMode::Mprotect {
+            // Promises of goroutines that were leaked, never run nor dropped.
+            let left: usize = inner.classes.iter().map(|c| c.committed).sum();
+            GUARDS_COMMITTED.fetch_sub(left, Ordering::Relaxed);
+        }
         for slab in &mut inner.slabs {
             if slab.outstanding != 0 {
                 continue;
@@ -909,8 +1084,44 @@ fn retry_eintr(mut f: impl FnMut() -> libc::c_int) -> io::Result<()> {
     }
 }
 
-/// A per-P cache of free stacks. Owned by one `Processor` and used by one
-/// thread at a time, so no locking; the pool is the slow path.
+/// How many stack promises a per-P cache takes from the pool at once, and
+/// keeps (twice that at most) for the goroutines spawned on its P.
+const CREDIT_BATCH: usize = 32;
+
+/// Most stacks of stride `stride` one per-P cache holds.
+fn cache_limit(stride: usize) -> usize {
+    (CACHE_MAX_BYTES / stride).clamp(CACHE_MIN_STACKS, CACHE_MAX_STACKS)
+}
+
+/// Address space that `reserve` leaves free for the rest of the process
+/// once a map has failed (an address-space limit is near).
+const HEADROOM: usize = 128 << 20;
+
+/// Whether `HEADROOM` bytes could still be mapped (probed with a
+/// `PROT_NONE` mapping, unmapped at once).
+fn headroom_left() -> bool {
+    // SAFETY: a fresh inaccessible anonymous mapping; nothing else is affected.
+    let probe = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            HEADROOM,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if probe == libc::MAP_FAILED {
+        return false;
+    }
+    // SAFETY: exactly the probe mapping above, which nothing references.
+    unsafe { libc::munmap(probe, HEADROOM) };
+    true
+}
+
+/// A per-P cache of free stacks and of stack promises (credit). Owned by one
+/// `Processor` and used by one thread at a time, so no locking; the pool is
+/// the slow path.
 pub(crate) struct StackCache {
     classes: Vec<CacheClass>,
 }
@@ -920,6 +1131,9 @@ struct CacheClass {
     limit: usize,
     /// LIFO: the most recently freed stack is reused first.
     stacks: Vec<Stack>,
+    /// Promises taken from the pool (`StackPool::reserve`) and not yet given
+    /// to a goroutine.
+    credit: usize,
 }
 
 impl StackCache {
@@ -927,6 +1141,37 @@ impl StackCache {
         StackCache {
             classes: Vec::new(),
         }
+    }
+
+    fn class(&mut self, size: usize) -> &mut CacheClass {
+        let i = match self.classes.iter().position(|c| c.size == size) {
+            Some(i) => i,
+            None => {
+                let limit = cache_limit(size + page_size());
+                self.classes.push(CacheClass {
+                    size,
+                    limit,
+                    stacks: Vec::with_capacity(limit + 1),
+                    credit: 0,
+                });
+                self.classes.len() - 1
+            }
+        };
+        &mut self.classes[i]
+    }
+
+    /// Promises a stack of `size` usable bytes to a goroutine being spawned:
+    /// from this cache's credit, else a batch from the pool. The goroutine
+    /// gives the promise back with its stack ([`put`](Self::put)) or, if it
+    /// never ran, with [`StackPool::unreserve`].
+    pub(crate) fn reserve(&mut self, pool: &StackPool, size: usize) -> Result<(), StackError> {
+        let size = round_size(size)?;
+        let class = self.class(size);
+        if class.credit == 0 {
+            class.credit = pool.reserve(size, CREDIT_BATCH)?;
+        }
+        class.credit -= 1;
+        Ok(())
     }
 
     /// A stack of `size` usable bytes (rounded like [`StackPool::alloc`]):
@@ -941,39 +1186,33 @@ impl StackCache {
         pool.alloc(size)
     }
 
-    /// Caches a stack; when its class overflows, the older half goes to the
-    /// pool.
+    /// Caches a finished goroutine's stack and takes back its promise; when
+    /// the class overflows, the older half of the stacks goes to the pool,
+    /// and credit above twice a batch goes back too.
     pub(crate) fn put(&mut self, pool: &StackPool, stack: Stack) {
         debug_assert_eq!(
             stack.pool, pool.id,
             "stack put into the cache of another pool"
         );
         let size = stack.size();
-        let i = match self.classes.iter().position(|c| c.size == size) {
-            Some(i) => i,
-            None => {
-                let stride = size + stack.guard as usize;
-                let limit = (CACHE_MAX_BYTES / stride).clamp(CACHE_MIN_STACKS, CACHE_MAX_STACKS);
-                self.classes.push(CacheClass {
-                    size,
-                    limit,
-                    stacks: Vec::with_capacity(limit + 1),
-                });
-                self.classes.len() - 1
-            }
-        };
-        let class = &mut self.classes[i];
+        let class = self.class(size);
         class.stacks.push(stack);
         if class.stacks.len() > class.limit {
             let half = class.stacks.len() / 2;
             pool.free_batch(class.stacks.drain(..half));
         }
+        class.credit += 1;
+        if class.credit > 2 * CREDIT_BATCH {
+            pool.unreserve(size, class.credit - CREDIT_BATCH);
+            class.credit = CREDIT_BATCH;
+        }
     }
 
-    /// Gives every cached stack back to the pool.
+    /// Gives every cached stack and all credit back to the pool.
     pub(crate) fn drain(&mut self, pool: &StackPool) {
         for class in &mut self.classes {
             pool.free_batch(class.stacks.drain(..));
+            pool.unreserve(class.size, std::mem::take(&mut class.credit));
         }
     }
 
@@ -1282,6 +1521,11 @@ pub(crate) mod tests {
         let mut cache = StackCache::new();
         let size = 256 * 1024;
         let limit = (CACHE_MAX_BYTES / (size + page())).clamp(CACHE_MIN_STACKS, CACHE_MAX_STACKS);
+        // Each stack a goroutine gets was promised at its spawn.
+        for _ in 0..limit + 2 {
+            cache.reserve(&pool, size).unwrap();
+        }
+        cache.reserve(&pool, 32 * 1024).unwrap();
         let stacks: Vec<_> = (0..limit + 1)
             .map(|_| cache.get(&pool, size).unwrap())
             .collect();
@@ -1307,7 +1551,116 @@ pub(crate) mod tests {
         cache.put(&pool, t);
         cache.drain(&pool);
         assert_eq!(cache.len(), 0);
-        assert_eq!(pool.stats().outstanding, 0);
+        let st = pool.stats();
+        assert_eq!(st.outstanding, 0);
+        // One promise was never used (limit + 2 reserved, limit + 1 run):
+        // drained with the credit, like the returned ones.
+        assert_eq!(st.committed, 0, "{st:?}");
+    }
+
+    /// A reservation maps address space, never carves: stacks still come
+    /// lazily, and every promise made by `reserve` fits in mapped slabs with
+    /// room left for what the per-P caches may hold.
+    #[test]
+    fn reservations_map_slabs_ahead_of_carving() {
+        let _serial = serial();
+        let pool = StackPool::new();
+        pool.set_caches(2);
+        let size = 256 * 1024;
+        let slack = 2 * cache_limit(size + page());
+        let mut promised = 0;
+        for want in [1, 1, 32, 500, 3000] {
+            // A grant may be partial (what fits without a new slab).
+            let mut got = 0;
+            while got < want {
+                got += pool.reserve(size, want - got).unwrap();
+            }
+            promised += got;
+            let st = pool.stats();
+            assert_eq!(st.committed, promised);
+            assert!(st.capacity >= promised + slack, "{st:?}");
+            assert_eq!(st.carved, 0, "a reservation carved a stack: {st:?}");
+        }
+        assert_eq!(promised, 1 + 1 + 32 + 500 + 3000);
+        pool.unreserve(size, promised);
+        assert_eq!(pool.stats().committed, 0);
+    }
+
+    /// The point of the slack: with every other cache full and no spare
+    /// slab, a goroutine whose promise was made finds its stack without
+    /// mapping (a failing `mmap` there would kill it at its first run).
+    #[test]
+    fn a_promised_stack_needs_no_new_slab() {
+        let _serial = serial();
+        let pool = StackPool::new();
+        pool.set_caches(2);
+        let size = 64 * 1024;
+        let (mut a, mut b) = (StackCache::new(), StackCache::new());
+        let limit = cache_limit(size + page());
+        // B runs `limit` goroutines to completion: their stacks stay in B.
+        for _ in 0..limit {
+            b.reserve(&pool, size).unwrap();
+        }
+        let held: Vec<_> = (0..limit).map(|_| b.get(&pool, size).unwrap()).collect();
+        for s in held {
+            b.put(&pool, s);
+        }
+        assert_eq!(b.len(), limit);
+        // A promises as many stacks as it can without a new slab, then runs
+        // them all at once.
+        let slabs = pool.stats().slabs;
+        let mut n = 0;
+        loop {
+            a.reserve(&pool, size).unwrap();
+            if pool.stats().slabs != slabs {
+                break; // that promise needed a slab: it is not counted
+            }
+            n += 1;
+        }
+        let slabs = pool.stats().slabs;
+        let running: Vec<_> = (0..n + 1).map(|_| a.get(&pool, size).unwrap()).collect();
+        assert_eq!(pool.stats().slabs, slabs, "a promised stack mapped a slab");
+        for s in running {
+            a.put(&pool, s);
+        }
+        a.drain(&pool);
+        b.drain(&pool);
+        let st = pool.stats();
+        assert_eq!((st.outstanding, st.committed), (0, 0), "{st:?}");
+    }
+
+    /// mprotect mode: promises stay within the map budget, counting the
+    /// stacks the caches may hold, and fail with the sysctl message.
+    #[test]
+    fn mprotect_reservations_respect_the_map_budget() {
+        let _serial = serial();
+        let margin = 100;
+        let budget = 200; // guards
+        let pool = StackPool::with_config(PoolConfig {
+            max_map_count: margin + 2 * (GUARDS_COMMITTED.load(Ordering::Relaxed) + budget),
+            map_margin: margin,
+            ..cfg(GuardMode::Mprotect)
+        });
+        pool.set_caches(2);
+        let size = 16 * 1024;
+        let room = budget - 2 * CACHE_MAX_STACKS;
+        let mut got = 0;
+        let err = loop {
+            match pool.reserve(size, 1000) {
+                Ok(n) => got += n,
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(got, room);
+        assert!(
+            matches!(err, StackError::MapCountExhausted { .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("vm.max_map_count"), "{err}");
+        pool.unreserve(size, 1);
+        assert_eq!(pool.reserve(size, 5).unwrap(), 1);
+        pool.unreserve(size, room);
+        assert_eq!(pool.stats().committed, 0);
     }
 
     #[test]
@@ -1357,10 +1710,6 @@ pub(crate) mod tests {
         );
         assert_eq!(GUARDED_STACKS.load(Ordering::Relaxed), base + budget);
         // Over budget: refused, naming the sysctl.
-        assert!(matches!(
-            pool.check_map_budget(),
-            Err(StackError::MapCountExhausted { .. })
-        ));
         let err = pool.alloc(size).unwrap_err();
         assert!(
             matches!(err, StackError::MapCountExhausted { .. }),
@@ -1377,7 +1726,6 @@ pub(crate) mod tests {
         }
         let st = pool.stats();
         assert!(st.free_cold > 0);
-        assert!(pool.check_map_budget().is_ok());
         assert_eq!(GUARDED_STACKS.load(Ordering::Relaxed), base + st.free_hot);
         assert!(maps_overlapping(lo, hi) < lines);
         // ...and reuse re-guards them, hot ones are demoted when needed.
