@@ -54,3 +54,26 @@ func sizeArg() int64 {
 	}
 	return n
 }
+
+// runCalls (S1/S2) spreads n calls of call over 100 goroutines and returns
+// the wall time and the sum of call's results.
+func runCalls(n int64, call func() int64) (time.Duration, int64) {
+	const units = 100
+	per := n / units
+	results := make(chan int64, units)
+	t := time.Now()
+	for u := 0; u < units; u++ {
+		go func() {
+			var s int64
+			for i := int64(0); i < per; i++ {
+				s += call()
+			}
+			results <- s
+		}()
+	}
+	var total int64
+	for u := 0; u < units; u++ {
+		total += <-results
+	}
+	return time.Since(t), total
+}

@@ -81,9 +81,9 @@ pub use chan::{chan, Chan};
 #[cfg(not(loom))]
 pub use coro::{block_on, Go, SpawnError};
 #[cfg(not(loom))]
-pub use runtime::{Builder, Runtime};
+pub use coro::{syscall, syscall_local};
 #[cfg(not(loom))]
-pub use sched::syscall::syscall;
+pub use runtime::{Builder, Runtime};
 #[cfg(not(loom))]
 pub use sched::task::{JoinError, JoinHandle, TaskId};
 

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+pub mod s1_syscall;
 pub mod t1_after;
 pub mod w1_spawn;
 pub mod w2_skynet;
@@ -138,10 +139,14 @@ pub enum Workload {
     W7Parked,
     /// Timer churn (issue 18): `after(1 h)` created and dropped in a loop.
     T1After,
+    /// Blocking calls of 50 µs (`gosched::syscall`), 100 units.
+    S1Syscall,
+    /// Fast blocking calls (`getppid`), 100 units: the fixed cost.
+    S2Getppid,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 8] = [
+    pub const ALL: [Workload; 10] = [
         Workload::W1Spawn,
         Workload::W2Skynet,
         Workload::W3Pingpong,
@@ -150,6 +155,8 @@ impl Workload {
         Workload::W5Mpmc0,
         Workload::W7Parked,
         Workload::T1After,
+        Workload::S1Syscall,
+        Workload::S2Getppid,
     ];
 
     pub fn id(self) -> &'static str {
@@ -162,6 +169,8 @@ impl Workload {
             Workload::W5Mpmc0 => "w5-0",
             Workload::W7Parked => "w7",
             Workload::T1After => "t1",
+            Workload::S1Syscall => "s1",
+            Workload::S2Getppid => "s2",
         }
     }
 
@@ -175,6 +184,8 @@ impl Workload {
             Workload::W5Mpmc0 => "mpmc-cap0",
             Workload::W7Parked => "parked",
             Workload::T1After => "after",
+            Workload::S1Syscall => "syscall",
+            Workload::S2Getppid => "getppid",
         }
     }
 
@@ -245,6 +256,10 @@ impl Workload {
             Workload::W5Mpmc | Workload::W5Mpmc0 => imp != Impl::May,
             // A timer channel: only Go and gosched have one.
             Workload::T1After => matches!(imp, Impl::GoschedGo | Impl::GoschedAsync | Impl::Go),
+            // Blocking calls from goroutines: both gosched modes and Go.
+            Workload::S1Syscall | Workload::S2Getppid => {
+                matches!(imp, Impl::GoschedGo | Impl::GoschedGoMigrate | Impl::Go)
+            }
             _ => !imp.is_threads(),
         }
     }
@@ -291,6 +306,10 @@ impl Workload {
             (Workload::W7Parked, true) => 20_000,
             (Workload::T1After, false) => 1_000_000,
             (Workload::T1After, true) => 100_000,
+            (Workload::S1Syscall, false) => 100_000,
+            (Workload::S1Syscall, true) => 20_000,
+            (Workload::S2Getppid, false) => 1_000_000,
+            (Workload::S2Getppid, true) => 100_000,
         }
     }
 
@@ -377,6 +396,16 @@ impl Workload {
                 "one unit creates and drops {} `after(1 h)` timer channels (Go: time.After); see the peak RSS column",
                 group(size)
             ),
+            Workload::S1Syscall => format!(
+                "{} units share {} `syscall(nanosleep 50 µs)` calls (Go: syscall.Nanosleep)",
+                s1_syscall::UNITS,
+                group(size)
+            ),
+            Workload::S2Getppid => format!(
+                "{} units share {} `syscall(getppid)` calls (Go: syscall.Getppid)",
+                s1_syscall::UNITS,
+                group(size)
+            ),
         }
     }
 
@@ -389,6 +418,7 @@ impl Workload {
             Workload::W5Mpmc | Workload::W5Mpmc0 => "ns/msg",
             Workload::W7Parked => "bytes/unit",
             Workload::T1After => "ns/after",
+            Workload::S1Syscall | Workload::S2Getppid => "ns/call",
         }
     }
 
@@ -396,6 +426,9 @@ impl Workload {
     pub fn expected(self, size: u64, procs: usize) -> u64 {
         match self {
             Workload::W1Spawn | Workload::W7Parked | Workload::T1After => size,
+            Workload::S1Syscall | Workload::S2Getppid => {
+                size / s1_syscall::UNITS * s1_syscall::UNITS
+            }
             Workload::W2Skynet | Workload::W5Mpmc | Workload::W5Mpmc0 => size * (size - 1) / 2,
             // The pinger sends 0..n, the ponger answers each v with v + 1.
             Workload::W3Pingpong => size * (size + 1) / 2,
@@ -408,9 +441,12 @@ impl Workload {
         match self {
             Workload::W1Spawn | Workload::W2Skynet => s.elapsed_ns as f64 / 1e6,
             Workload::W4Yield => s.elapsed_ns as f64 / (2 * procs as u64 * size) as f64,
-            Workload::W3Pingpong | Workload::W5Mpmc | Workload::W5Mpmc0 | Workload::T1After => {
-                s.elapsed_ns as f64 / size as f64
-            }
+            Workload::W3Pingpong
+            | Workload::W5Mpmc
+            | Workload::W5Mpmc0
+            | Workload::T1After
+            | Workload::S1Syscall
+            | Workload::S2Getppid => s.elapsed_ns as f64 / size as f64,
             Workload::W7Parked => {
                 let delta_kb = s.rss_after_kb.saturating_sub(s.rss_before_kb);
                 (delta_kb * 1024) as f64 / size as f64
@@ -430,7 +466,9 @@ impl Workload {
             | Workload::W4Yield
             | Workload::W5Mpmc
             | Workload::W5Mpmc0
-            | Workload::T1After => {
+            | Workload::T1After
+            | Workload::S1Syscall
+            | Workload::S2Getppid => {
                 format!("{:.0} ms", median_elapsed_ns / 1e6)
             }
             Workload::W7Parked => format!("{:.0} ms to park", median_elapsed_ns / 1e6),
@@ -486,6 +524,8 @@ pub fn run_one(w: Workload, imp: Impl, procs: usize, size: u64) -> Result<(), St
         }
         Workload::W7Parked => w7_parked::run(imp, procs, size),
         Workload::T1After => t1_after::run(imp, procs, size),
+        Workload::S1Syscall => s1_syscall::run(imp, procs, size, true),
+        Workload::S2Getppid => s1_syscall::run(imp, procs, size, false),
     };
     let line = crate::json::Obj::new()
         .str("workload", w.id())

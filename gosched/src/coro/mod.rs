@@ -70,6 +70,9 @@ use crate::stack::{self, Stack};
 pub use crate::stack::{StackError, DEFAULT_STACK_SIZE};
 use std::sync::Arc;
 
+mod syscall;
+pub use syscall::{syscall, syscall_local};
+
 struct GoroutineCtx {
     yielder: Cell<*const Yielder<(), ()>>,
     /// Set while a cancelled goroutine's stack is force-unwound: blocking calls
@@ -78,6 +81,9 @@ struct GoroutineCtx {
     unwinding: Cell<bool>,
     /// The `Context` of the poll that last resumed the coroutine.
     cx: Cell<*mut Context<'static>>,
+    /// Stays on the M where it first ran (the thread rule), so it counts in
+    /// that M's `homed`.
+    pinned: bool,
     info: CurrentGoroutine,
 }
 
@@ -165,6 +171,7 @@ where
         name: Option<StdArc<str>>,
         stack_size: usize,
         pool: u32,
+        pinned: bool,
     ) -> Self {
         Goroutine {
             f: Some(f),
@@ -174,6 +181,7 @@ where
                 yielder: Cell::new(ptr::null()),
                 unwinding: Cell::new(false),
                 cx: Cell::new(ptr::null_mut()),
+                pinned,
                 info: CurrentGoroutine {
                     id,
                     name,
@@ -309,6 +317,15 @@ fn unreserve_stack(pool: u32, size: usize) {
             owner.stacks.unreserve(size, 1);
         }
     }
+}
+
+/// Whether the calling goroutine stays on its M (None outside a goroutine).
+#[inline(never)]
+pub(crate) fn current_pinned() -> Option<bool> {
+    // SAFETY: non-null pointers in CURRENT are live goroutine contexts.
+    unsafe { current().as_ref() }
+        .filter(|g| !g.unwinding.get())
+        .map(|g| g.pinned)
 }
 
 /// Suspend the current goroutine until its task is polled again.
@@ -463,7 +480,7 @@ impl Go {
         };
         shared
             .try_spawn_with_id(
-                move |id| Goroutine::new(f, id, name, size, pool),
+                move |id| Goroutine::new(f, id, name, size, pool, pinned),
                 pinned,
                 reserve,
             )

@@ -222,6 +222,13 @@ pub(crate) struct MachineCtx {
     localq: RefCell<VecDeque<Task>>,
 }
 
+impl MachineCtx {
+    /// Live goroutines homed on this M.
+    pub(crate) fn homed_here(&self) -> usize {
+        self.m.homed.load(Relaxed)
+    }
+}
+
 /// Start a new M (OS thread) running P `p`.
 pub(crate) fn newm(shared: Arc<Shared>, p: usize, spinning: bool) {
     let n = shared.nthreads.fetch_add(1, AcqRel);

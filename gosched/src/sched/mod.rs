@@ -15,7 +15,8 @@
 //! | `timers/` | per-P timer heaps, the clock, the `Sleep` future, the timer sleeper's glue |
 //! | `context.rs` | which runtime/M/P the calling thread belongs to; the global runtime |
 //! | `fault.rs` | a panic in user code the scheduler calls (wakers): caught and reported |
-//! | `syscall.rs` | `syscall(f)`: USER → SYSCALL → USER |
+//! | `syscall.rs` | a blocking call made in place: USER → SYSCALL → USER |
+//! | `blocking.rs` | the threads that run blocking calls goroutines hand off |
 //! | `owned.rs` | the tasks that have parked (for shutdown) |
 //! | `shutdown.rs` | stopping the Ms, cancelling what is left |
 //! | `alloc.rs` | task memory from per-thread size-class caches |
@@ -27,6 +28,8 @@
 //! shim, so loom models every atomic, lock, thread and park of the scheduler.
 
 pub(crate) mod alloc;
+#[cfg(not(loom))]
+pub(crate) mod blocking;
 pub(crate) mod config;
 pub(crate) mod context;
 pub(crate) mod fault;
@@ -86,6 +89,9 @@ pub(crate) struct Shared {
     /// loom: the models run async tasks only.
     #[cfg(not(loom))]
     pub(crate) stacks: StackPool,
+    /// Threads for the blocking calls goroutines hand off (`blocking.rs`).
+    #[cfg(not(loom))]
+    pub(crate) blocking: blocking::BlockingPool,
     /// The timer heap of P-less callers (plain threads, Ms whose P was retaken).
     pub(crate) global_timers: Arc<Timers>,
     /// The timer sleeper's wake-up time (ns): 0 = no M sleeps on timers, `NEVER`
@@ -154,6 +160,8 @@ impl Shared {
                 pool.set_caches(n);
                 pool
             },
+            #[cfg(not(loom))]
+            blocking: blocking::BlockingPool::new(&config.name),
             global_timers: Timers::new(),
             sleeper_until: AtomicU64::new(0),
             sleeper: Mutex::new(None),

@@ -101,6 +101,8 @@ impl Shared {
         // handle to the runtime (a JoinHandle, a waker) is gone.
         #[cfg(not(loom))]
         self.stacks.trim();
+        #[cfg(not(loom))]
+        self.blocking.shutdown();
         self.global_timers.clear();
     }
 }

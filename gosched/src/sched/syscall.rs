@@ -1,5 +1,6 @@
-//! `syscall(f)`: run a blocking call (a system call, a blocking library) from a
-//! goroutine or task without pretending it is scheduler work.
+//! A blocking call made in place (`gosched::syscall` when it does not hand the
+//! call off, `coro/syscall.rs`; `gosched::syscall_local` always): run it on
+//! the calling M without pretending it is scheduler work.
 //!
 //! Protocol (Go's `entersyscall` / `exitsyscall`, on the P status word of
 //! `status.rs`): on entry the P goes USER → SYSCALL (by CAS: sysmon may have
@@ -11,12 +12,13 @@
 //! the sysmon issue's; until then a slow `syscall` holds its P, as any blocking
 //! poll does.
 
+use super::machine::MachineCtx;
 use super::{context, status};
 
-/// Run `f`, a call that may block the OS thread, marking the P as in a system
-/// call so the runtime can hand the P to another thread if `f` is slow. Outside
-/// the runtime it just calls `f`.
-pub fn syscall<R>(f: impl FnOnce() -> R) -> R {
+/// Run `f`, a call that may block the OS thread, on the calling thread,
+/// marking the P as in a system call so the runtime can hand the P to another
+/// thread if `f` is slow. Outside the runtime it just calls `f`.
+pub(crate) fn in_place<R>(f: impl FnOnce() -> R) -> R {
     let entered = context::current().and_then(|ctx| {
         let pi = ctx.p.get()?;
         let p = &ctx.shared.procs[pi];
@@ -24,15 +26,28 @@ pub fn syscall<R>(f: impl FnOnce() -> R) -> R {
         // does not enter.
         p.status.enter_syscall().then_some((ctx, pi))
     });
-    let r = f();
-    if let Some((ctx, pi)) = entered {
-        let p = &ctx.shared.procs[pi];
-        if !p.status.exit_syscall() {
-            // Retaken: P-less until the poll ends.
-            ctx.p.set(None);
+    // Leaves the syscall state also when `f` panics (the poll goes on: the
+    // panic may be caught, or becomes the task's `JoinError`).
+    struct Exit(Option<(&'static MachineCtx, usize)>);
+    impl Drop for Exit {
+        fn drop(&mut self) {
+            if let Some((ctx, pi)) = self.0 {
+                let p = &ctx.shared.procs[pi];
+                if !p.status.exit_syscall() {
+                    // Retaken: P-less until the poll ends.
+                    ctx.p.set(None);
+                }
+            }
         }
     }
-    r
+    let _exit = Exit(entered);
+    f()
+}
+
+/// Goroutines homed on the calling M (0 off our Ms): what a blocking call
+/// made in place would hold up.
+pub(crate) fn homed_on_this_m() -> usize {
+    context::current().map_or(0, |ctx| ctx.homed_here())
 }
 
 impl status::PStatus {

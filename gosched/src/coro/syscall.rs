@@ -1,0 +1,248 @@
+//! `gosched::syscall(f)`: a blocking call from a goroutine that does not hold
+//! up the goroutines sharing its M.
+//!
+//! A started goroutine never leaves its M ("The thread rule",
+//! `sched/machine.rs`), and neither do the others homed there. A blocking call
+//! made in place would stop all of them for its whole length; sysmon handing
+//! the P to another M frees only the P's movable work. So:
+//!
+//! * **Hand-off** — `f` runs on a thread of the runtime's blocking pool
+//!   (`sched/blocking.rs`) while the goroutine parks; the M runs the others
+//!   meanwhile, and the pool thread wakes the goroutine with the result (or
+//!   re-raises `f`'s panic in it). Costs two thread wake-ups (S2 below).
+//! * **In place** — `f` runs on the calling thread with the P marked SYSCALL
+//!   (`sched/syscall.rs`), Go's `entersyscall`: two CASes.
+//!
+//! Which one: in place when nothing else is homed on the calling M (the
+//! goroutine is alone there, or all goroutines migrate, Go's mode), on a
+//! plain thread and in an async task; otherwise it depends on the **call
+//! site**'s history (`#[track_caller]`): a table of [`SITES`] slots, indexed
+//! by a hash of the caller's `Location`, keeps a moving average of how long
+//! that site's calls took (measured in place, or on the pool thread). A
+//! site whose calls take under [`SLOW`] runs in place; a slower one, or one
+//! never seen (it could block for minutes: a read of stdin), is handed off.
+//! So a site of fast calls pays the hand-off once or twice, and a site that
+//! turns slow holds up its M's other goroutines for one call, then hands off.
+//! Sites that share a slot share an average (harmless: it only picks
+//! between two correct paths).
+//!
+//! Measured on the 2-core box (`gosched-bench s1 s2 --impl
+//! gosched-go,gosched-go-migrate,go`, 100 goroutines, medians of 5):
+//!
+//! | ns per call | S1 `nanosleep(50 µs)` | S2 `getppid` |
+//! |---|--:|--:|
+//! | always hand off | 9,603 | 3,486 (38× Go) |
+//! | by call site (this) | 7,924 | 109 |
+//! | in place (migrating goroutines; no sysmon yet) | 66,179 | 96 |
+//! | Go 1.27 (sysmon hands the P off after 20 µs) | 22,324 | 93 |
+//!
+//! `f` may borrow from the goroutine's stack (no `'static` bound): the
+//! goroutine is parked until `f` has returned, and if it is cancelled
+//! meanwhile (runtime shutdown), its unwinding blocks in `Wait::drop` until
+//! `f` has returned, so the borrowed frames outlive every use. That is the
+//! invariant the lifetime erasure in `hand_off` relies on; `Done` also makes
+//! sure the result, which may borrow too, is dropped on the goroutine's side.
+//!
+//! `syscall_local(f)` always runs in place: for calls that are not `Send`
+//! (they touch the calling thread's state) or are known to be short.
+
+use std::future::Future;
+use std::mem;
+use std::panic::{self, AssertUnwindSafe, Location};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use super::{block_on_goroutine, current_pinned};
+use crate::sched::blocking::Job;
+use crate::sched::context::with_current;
+use crate::sched::syscall::{homed_on_this_m, in_place};
+
+/// Run `f`, a call that may block its OS thread (a system call, a blocking
+/// library), from a goroutine without holding up the other goroutines of its
+/// M. When others are homed there and this call site's calls have been slow
+/// (10 µs or more on average) or never measured, `f` runs on a pool thread
+/// while only this goroutine parks; otherwise it runs in place with the P
+/// marked as in a system call (a site of fast calls learns that after a
+/// call or two). Outside the runtime it just calls `f`. A panic in `f` is
+/// raised in the caller.
+///
+/// `f` and its result must be `Send` (they may cross to the pool thread);
+/// [`syscall_local`] takes any `f` and always runs it in place.
+#[track_caller]
+pub fn syscall<F, R>(f: F) -> R
+where
+    F: FnOnce() -> R + Send,
+    R: Send,
+{
+    if let Some(pinned) = current_pinned() {
+        // The calling goroutine itself counts in `homed` when pinned.
+        if homed_on_this_m() > usize::from(pinned) {
+            let site = site_slot(Location::caller());
+            let avg = site.load(Relaxed);
+            if avg == UNSEEN || avg >= SLOW_NS {
+                return hand_off(f, site);
+            }
+            let t = Instant::now();
+            let r = in_place(f);
+            record(site, t.elapsed());
+            return r;
+        }
+    }
+    in_place(f)
+}
+
+/// Slots of the call-site table.
+pub(crate) const SITES: usize = 1024;
+/// A site whose calls average this long or more is handed off.
+pub(crate) const SLOW: Duration = Duration::from_micros(10);
+const SLOW_NS: u32 = SLOW.as_nanos() as u32;
+/// A slot no call has been measured in.
+const UNSEEN: u32 = 0;
+
+/// Per call-site moving average of call durations, ns (+1, so that 0 is
+/// `UNSEEN`), saturating at `u32::MAX`. Relaxed: a stale average only picks
+/// the other (correct) path once.
+static SITE_NS: [AtomicU32; SITES] = [const { AtomicU32::new(UNSEEN) }; SITES];
+
+fn site_slot(loc: &'static Location<'static>) -> &'static AtomicU32 {
+    let key = (loc as *const Location<'static>) as usize as u64;
+    let h = key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SITES.trailing_zeros());
+    &SITE_NS[h as usize]
+}
+
+/// Folds one call's duration into its site's average (weight 1/4).
+fn record(site: &AtomicU32, took: Duration) {
+    let ns = u32::try_from(took.as_nanos())
+        .unwrap_or(u32::MAX)
+        .saturating_add(1);
+    let old = site.load(Relaxed);
+    let new = if old == UNSEEN {
+        ns
+    } else {
+        ((u64::from(old) * 3 + u64::from(ns)) / 4) as u32
+    };
+    site.store(new.max(1), Relaxed);
+}
+
+/// Run `f`, a call that may block, on the calling thread with the P marked as
+/// in a system call. Unlike [`syscall`] it never hands `f` to another thread,
+/// so `f` need not be `Send`, but while it blocks, the other goroutines homed
+/// on the calling M wait too.
+pub fn syscall_local<R>(f: impl FnOnce() -> R) -> R {
+    in_place(f)
+}
+
+/// Where the pool thread leaves the result for the parked goroutine.
+struct Done<R> {
+    state: Mutex<DoneState<R>>,
+    /// Signalled when `finished` is set (for a cancelled waiter).
+    finished_cv: Condvar,
+}
+
+struct DoneState<R> {
+    result: Option<std::thread::Result<R>>,
+    finished: bool,
+    waker: Option<Waker>,
+}
+
+impl<R> Done<R> {
+    fn lock(&self) -> MutexGuard<'_, DoneState<R>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Pool thread: publish the result, then wake the goroutine. After the
+    /// unlock the waiter may return and free its frames; nothing here
+    /// touches them (the waker is owned, `self` is in an `Arc`).
+    fn finish(&self, result: std::thread::Result<R>) {
+        let waker = {
+            let mut st = self.lock();
+            st.result = Some(result);
+            st.finished = true;
+            st.waker.take()
+        };
+        self.finished_cv.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+/// The goroutine's side: ready once the pool thread finished.
+struct Wait<'a, R> {
+    done: &'a Done<R>,
+}
+
+impl<R> Future for Wait<'_, R> {
+    type Output = std::thread::Result<R>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut st = self.done.lock();
+        if st.finished {
+            return Poll::Ready(st.result.take().expect("syscall result taken twice"));
+        }
+        match &mut st.waker {
+            Some(w) => w.clone_from(cx.waker()),
+            None => st.waker = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+}
+
+impl<R> Drop for Wait<'_, R> {
+    /// Cancelled while `f` runs (the goroutine's stack is being unwound):
+    /// block this thread until `f` has returned, because `f` may borrow the
+    /// frames about to be freed. Then drop the result here, on this side.
+    fn drop(&mut self) {
+        let mut st = self.done.lock();
+        while !st.finished {
+            st = self
+                .done
+                .finished_cv
+                .wait(st)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+        let result = st.result.take();
+        drop(st);
+        drop(result);
+    }
+}
+
+fn hand_off<F, R>(f: F, site: &'static AtomicU32) -> R
+where
+    F: FnOnce() -> R + Send,
+    R: Send,
+{
+    let done = Arc::new(Done {
+        state: Mutex::new(DoneState {
+            result: None,
+            finished: false,
+            waker: None,
+        }),
+        finished_cv: Condvar::new(),
+    });
+    let to_pool = done.clone();
+    let job: Box<dyn FnOnce() + Send + '_> = Box::new(move || {
+        let t = Instant::now();
+        let result = panic::catch_unwind(AssertUnwindSafe(f));
+        record(site, t.elapsed());
+        to_pool.finish(result);
+    });
+    // SAFETY: only the lifetime changes. The job may borrow from this
+    // goroutine's frames (through `f`, and `R` in `Done`); this function does
+    // not return, and its frames are not freed, before `finish` ran: the
+    // goroutine waits in `block_on_goroutine(Wait)` and a cancellation's
+    // unwinding blocks in `Wait::drop` until `finished`. After `finish` the
+    // job holds only the `Arc<Done<R>>` with the result already taken (by
+    // `Wait::poll` or `Wait::drop`), so dropping it later touches no borrowed
+    // data. If `submit` panics, the job is dropped inside it, before we
+    // return.
+    let job: Job = unsafe { mem::transmute::<Box<dyn FnOnce() + Send + '_>, Job>(job) };
+    with_current(|shared| shared.blocking.submit(job));
+    match block_on_goroutine(Wait { done: &done }) {
+        Ok(r) => r,
+        Err(payload) => panic::resume_unwind(payload),
+    }
+}

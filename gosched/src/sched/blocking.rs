@@ -1,0 +1,220 @@
+//! The blocking pool: plain OS threads that run the blocking calls a goroutine
+//! hands off (`gosched::syscall`, `coro/syscall.rs`), so that the goroutine's
+//! M goes on running the other goroutines homed on it.
+//!
+//! Why it exists: a started goroutine never leaves its M ("The thread rule",
+//! `machine.rs`). If it blocked its M in a slow call, every other goroutine
+//! homed on that M would wait for the call, whatever sysmon does with the P.
+//! Running the call on a helper thread while the goroutine parks keeps them
+//! running.
+//!
+//! # Protocol
+//!
+//! One `Mutex<State>` and one `Condvar`. `State` counts the pool's threads,
+//! the threads waiting for work (`waiting`) and the wake-ups handed to them
+//! and not yet taken (`claims`). A submitter pushes the job, then:
+//!
+//! * if `waiting > claims` (a thread waits that nobody has claimed), it claims
+//!   one (`claims += 1`) and notifies once;
+//! * else, below `MAX_THREADS`, it starts a thread;
+//! * else the job waits in the queue for the next thread that finishes one.
+//!
+//! A waiting thread that wakes takes a claim if there is one and runs queued
+//! jobs until the queue is empty; one that times out (`KEEP_ALIVE` without a
+//! claim) exits, so the pool shrinks back after a burst. Counting claims
+//! instead of trusting `notify_one` to find a distinct thread keeps two
+//! submits racing one waiter from leaving the second job queued behind a
+//! slow first one. Jobs never unwind into the pool (callers catch panics).
+//!
+//! `shutdown` (runtime teardown) wakes every waiter; threads exit once the
+//! queue is empty. Jobs still queued or running are not dropped: the
+//! goroutines waiting for them wait (or block their unwinding) until they end.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// A job: runs the call and reports the result to its waiter itself.
+pub(crate) type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// Most threads the pool runs at once; further jobs queue (tokio's default
+/// bound on blocking threads is the same).
+const MAX_THREADS: usize = 512;
+/// How long an idle pool thread waits for work before it exits.
+const KEEP_ALIVE: Duration = Duration::from_secs(10);
+
+pub(crate) struct BlockingPool {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    state: Mutex<State>,
+    work: Condvar,
+    name: String,
+}
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<Job>,
+    threads: usize,
+    waiting: usize,
+    claims: usize,
+    shutdown: bool,
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Jobs run outside the lock and nothing panics under it.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl BlockingPool {
+    /// A pool whose threads are named `<name>-blocking`.
+    pub(crate) fn new(name: &str) -> Self {
+        BlockingPool {
+            inner: Arc::new(Inner {
+                state: Mutex::new(State::default()),
+                work: Condvar::new(),
+                name: format!("{name}-blocking"),
+            }),
+        }
+    }
+
+    /// Runs `job` on a pool thread, as soon as one is free.
+    ///
+    /// # Panics
+    /// When a new thread is needed and the OS refuses to start one (the job is
+    /// not queued then: the caller keeps the obligation to run it).
+    pub(crate) fn submit(&self, job: Job) {
+        let mut st = self.inner.lock();
+        if st.waiting > st.claims {
+            st.claims += 1;
+            st.queue.push_back(job);
+            drop(st);
+            self.inner.work.notify_one();
+            return;
+        }
+        if st.threads >= MAX_THREADS {
+            st.queue.push_back(job);
+            return;
+        }
+        st.threads += 1;
+        drop(st);
+        let inner = self.inner.clone();
+        let spawned = std::thread::Builder::new()
+            .name(self.inner.name.clone())
+            .spawn(move || inner.run(Some(job)));
+        if let Err(e) = spawned {
+            self.inner.lock().threads -= 1;
+            panic!(
+                "gosched: cannot start a thread for a blocking call ({e}); \
+                 the process is out of threads or memory"
+            );
+        }
+    }
+
+    /// Threads the pool runs now.
+    #[allow(dead_code)] // read by tests and, later, the runtime's stats
+    pub(crate) fn threads(&self) -> usize {
+        self.inner.lock().threads
+    }
+
+    /// Teardown: idle threads exit; busy ones exit when the queue is empty.
+    pub(crate) fn shutdown(&self) {
+        self.inner.lock().shutdown = true;
+        self.inner.work.notify_all();
+    }
+}
+
+impl Inner {
+    /// A pool thread: run `first`, then queued jobs; wait for more; exit after
+    /// `KEEP_ALIVE` without work or at shutdown.
+    fn run(&self, first: Option<Job>) {
+        if let Some(job) = first {
+            job();
+        }
+        let mut st = self.lock();
+        loop {
+            if let Some(job) = st.queue.pop_front() {
+                drop(st);
+                job();
+                st = self.lock();
+                continue;
+            }
+            if st.shutdown {
+                break;
+            }
+            st.waiting += 1;
+            let (next, timeout) = self
+                .work
+                .wait_timeout_while(st, KEEP_ALIVE, |s| s.claims == 0 && !s.shutdown)
+                .unwrap_or_else(|e| e.into_inner());
+            st = next;
+            st.waiting -= 1;
+            if st.claims > 0 {
+                st.claims -= 1;
+            } else if timeout.timed_out() && st.queue.is_empty() {
+                break;
+            }
+        }
+        st.threads -= 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// Two slow jobs submitted while one thread waits run at the same time:
+    /// the second is not queued behind the first (the claim count).
+    #[test]
+    fn racing_submits_each_get_a_thread() {
+        let pool = BlockingPool::new("t");
+        let (tx, rx) = mpsc::channel();
+        let t = tx.clone();
+        pool.submit(Box::new(move || t.send(()).unwrap()));
+        rx.recv().unwrap();
+        // The first thread is now (or soon) waiting; two jobs that each wait
+        // for the other can only finish if they run on two threads.
+        let gate = Arc::new(std::sync::Barrier::new(2));
+        for _ in 0..2 {
+            let (g, t) = (gate.clone(), tx.clone());
+            pool.submit(Box::new(move || {
+                g.wait();
+                t.send(()).unwrap();
+            }));
+        }
+        rx.recv_timeout(Duration::from_secs(10)).expect("job 1");
+        rx.recv_timeout(Duration::from_secs(10)).expect("job 2");
+        assert!(pool.threads() <= 2);
+        pool.shutdown();
+    }
+
+    /// Many jobs from many threads all run; the pool never exceeds its bound.
+    #[test]
+    fn every_job_runs() {
+        let pool = Arc::new(BlockingPool::new("t"));
+        let (tx, rx) = mpsc::channel();
+        let submitters: Vec<_> = (0..4)
+            .map(|_| {
+                let (pool, tx) = (pool.clone(), tx.clone());
+                std::thread::spawn(move || {
+                    for i in 0..500u64 {
+                        let tx = tx.clone();
+                        pool.submit(Box::new(move || tx.send(i).unwrap()));
+                    }
+                })
+            })
+            .collect();
+        for s in submitters {
+            s.join().unwrap();
+        }
+        drop(tx);
+        let sum: u64 = rx.iter().sum();
+        assert_eq!(sum, 4 * (0..500).sum::<u64>());
+        assert!(pool.threads() <= MAX_THREADS);
+        pool.shutdown();
+    }
+}

@@ -1,0 +1,173 @@
+//! `gosched::syscall(f)` under the thread rule: a slow call does not hold up
+//! the goroutines homed on the caller's M (it is handed to a pool thread),
+//! runs in place when nothing else is homed there, may borrow the caller's
+//! stack, re-raises its panic, and a cancelled caller waits for it.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::sync::{mpsc, Arc};
+use std::thread::{self, ThreadId};
+use std::time::Duration;
+
+use common::rt;
+
+/// On one P: goroutine A's call can only return once goroutine B, homed on
+/// the same M, has run. In place, B could never run (the one M is inside the
+/// call) and the call would time out.
+#[test]
+fn a_slow_call_does_not_strand_its_ms_other_goroutines() {
+    let rt = rt(1);
+    for _ in 0..20 {
+        let (b_ran_tx, b_ran_rx) = mpsc::channel::<ThreadId>();
+        let go_b = gosched::chan::<()>(0);
+        let b_may_go = go_b.clone();
+        let (a_thread, call_thread, b_thread) = rt
+            .block_on(rt.go(move || {
+                let started = gosched::chan::<()>(0);
+                let s = started.clone();
+                let b = gosched::go(move || {
+                    s.send(()).unwrap();
+                    b_may_go.recv().unwrap();
+                    b_ran_tx.send(thread::current().id()).unwrap();
+                });
+                started.recv().unwrap(); // B is homed on this M now
+                let me = thread::current().id();
+                let (call_thread, seen) = gosched::syscall(move || {
+                    // Wake B from a plain thread, then wait for B to run.
+                    let g = go_b.clone();
+                    thread::spawn(move || g.send(()).unwrap());
+                    let seen = b_ran_rx.recv_timeout(Duration::from_secs(10));
+                    (thread::current().id(), seen)
+                });
+                b.join().unwrap();
+                (me, call_thread, seen.expect("B never ran during A's call"))
+            }))
+            .unwrap();
+        assert_ne!(call_thread, a_thread, "the call ran on A's M");
+        assert_eq!(b_thread, a_thread, "B was not homed on A's M");
+    }
+}
+
+/// Alone on its M, a goroutine's call runs in place (no hand-off cost).
+#[test]
+fn a_call_of_a_goroutine_alone_on_its_m_runs_in_place() {
+    let rt = rt(1);
+    let same = rt
+        .block_on(rt.go(|| {
+            let me = thread::current().id();
+            let same = gosched::syscall(|| thread::current().id()) == me;
+            // A panic in an in-place call leaves the P usable.
+            let caught = std::panic::catch_unwind(|| gosched::syscall(|| panic!("in place")));
+            assert!(caught.is_err());
+            same && gosched::go(|| 5).join().unwrap() == 5
+        }))
+        .unwrap();
+    assert!(same);
+    // Outside the runtime: a plain call.
+    assert_eq!(gosched::syscall(|| 7), 7);
+    assert_eq!(gosched::syscall_local(|| 8), 8);
+}
+
+/// The call may borrow the goroutine's stack, mutably; its panic comes back
+/// in the goroutine.
+#[test]
+fn a_handed_off_call_borrows_and_panics_through() {
+    let rt = rt(1);
+    let r = rt.block_on(rt.go(|| {
+        let (hold, keep) = (gosched::chan::<()>(0), gosched::chan::<()>(0));
+        let (h, k) = (hold.clone(), keep.clone());
+        let other = gosched::go(move || {
+            h.send(()).unwrap();
+            let _ = k.recv();
+        });
+        hold.recv().unwrap(); // `other` is homed here and stays while we call
+        let mut buf = vec![0u64; 1000];
+        let me = thread::current().id();
+        let there = gosched::syscall(|| {
+            for (i, x) in buf.iter_mut().enumerate() {
+                *x = i as u64;
+            }
+            thread::current().id()
+        });
+        let sum: u64 = buf.iter().sum();
+        let caught = std::panic::catch_unwind(|| gosched::syscall(|| panic!("boom in the call")));
+        keep.close().unwrap();
+        other.join().unwrap();
+        (sum, there != me, caught)
+    }));
+    let (sum, moved, caught) = r.unwrap();
+    assert_eq!(sum, 999 * 1000 / 2);
+    assert!(
+        moved,
+        "with another goroutine homed here the call is handed off"
+    );
+    let payload = caught.unwrap_err();
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"boom in the call"));
+}
+
+/// A runtime dropped while a goroutine waits for its handed-off call: the
+/// cancellation waits for the call (which writes into the goroutine's stack)
+/// before the stack is freed.
+#[test]
+fn cancelling_a_goroutine_waits_for_its_call() {
+    let finished = Arc::new(AtomicBool::new(false));
+    let handed_off = Arc::new(AtomicBool::new(false));
+    let (in_call_tx, in_call_rx) = mpsc::channel::<()>();
+    let rt = rt(1);
+    let (f, moved) = (finished.clone(), handed_off.clone());
+    let h = rt.go(move || {
+        let (park, started) = (gosched::chan::<()>(0), gosched::chan::<()>(0));
+        let (p, s) = (park.clone(), started.clone());
+        let _other = gosched::go(move || {
+            s.send(()).unwrap();
+            let _ = p.recv(); // until shutdown
+        });
+        started.recv().unwrap(); // `other` is homed here now
+        let me = thread::current().id();
+        let mut local = [0u8; 256];
+        gosched::syscall(|| {
+            moved.store(thread::current().id() != me, SeqCst);
+            in_call_tx.send(()).unwrap();
+            thread::sleep(Duration::from_millis(200));
+            local.fill(7);
+            f.store(true, SeqCst);
+        });
+        local[0]
+    });
+    in_call_rx.recv().unwrap();
+    drop(h);
+    drop(rt); // cancels the goroutine: must wait for the call
+    assert!(handed_off.load(SeqCst), "the call was not handed off");
+    assert!(
+        finished.load(SeqCst),
+        "the runtime was dropped before the call it cancelled had returned"
+    );
+}
+
+/// A call site of fast calls is handed off while unmeasured, then runs in
+/// place (the per-site average, `coro/syscall.rs`).
+#[test]
+fn a_site_of_fast_calls_learns_to_run_in_place() {
+    let rt = rt(1);
+    let moved = rt
+        .block_on(rt.go(|| {
+            let (hold, keep) = (gosched::chan::<()>(0), gosched::chan::<()>(0));
+            let (h, k) = (hold.clone(), keep.clone());
+            let other = gosched::go(move || {
+                h.send(()).unwrap();
+                let _ = k.recv();
+            });
+            hold.recv().unwrap(); // `other` is homed here
+            let me = thread::current().id();
+            let moved: Vec<bool> = (0..20)
+                .map(|_| gosched::syscall(|| thread::current().id()) != me)
+                .collect();
+            keep.close().unwrap();
+            other.join().unwrap();
+            moved
+        }))
+        .unwrap();
+    assert!(moved[0], "an unmeasured site is handed off: {moved:?}");
+    assert!(!moved[19], "a site of fast calls runs in place: {moved:?}");
+}
