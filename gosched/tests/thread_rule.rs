@@ -169,3 +169,61 @@ fn a_yield_loop_does_not_starve_its_ms_inbox() {
         }
     }
 }
+
+/// Dropping the runtime cancels parked goroutines; each one's stack unwinds
+/// (its destructors run) on the thread it ran on, not on the dropping thread:
+/// the unwinding runs the goroutine's own frames, which may hold thread-local
+/// addresses of that thread.
+#[test]
+fn shutdown_unwinds_each_goroutine_on_its_own_thread() {
+    struct OnDrop {
+        ran_on: ThreadId,
+        wrong: Arc<AtomicUsize>,
+        dropped: Arc<AtomicUsize>,
+    }
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            if std::thread::current().id() != self.ran_on {
+                self.wrong.fetch_add(1, Relaxed);
+            }
+            self.dropped.fetch_add(1, Relaxed);
+        }
+    }
+    const N: usize = 200;
+    for _ in 0..5 {
+        let rt = rt(2);
+        let (wrong, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let parked = gosched::chan::<()>(N);
+        let never = gosched::chan::<()>(0);
+        for i in 0..N {
+            let (wrong, dropped, parked, never) = (
+                wrong.clone(),
+                dropped.clone(),
+                parked.clone(),
+                never.clone(),
+            );
+            rt.go(move || {
+                let _guard = OnDrop {
+                    ran_on: std::thread::current().id(),
+                    wrong,
+                    dropped,
+                };
+                if i % 2 == 0 {
+                    gosched::yield_now(); // some park after a yield
+                }
+                parked.send(()).unwrap();
+                let _ = never.recv(); // parked until shutdown
+            });
+        }
+        for _ in 0..N {
+            rt.block_on(parked.recv_async()).unwrap();
+        }
+        drop(rt);
+        assert_eq!(dropped.load(Relaxed), N, "every goroutine was cancelled");
+        assert_eq!(
+            wrong.load(Relaxed),
+            0,
+            "goroutines unwound on a thread other than their own"
+        );
+    }
+}

@@ -463,7 +463,7 @@ impl MachineCtx {
         'top: loop {
             if shared.shutdown.load(Acquire) {
                 self.drop_p_for_exit();
-                self.hand_homed_to_teardown();
+                self.cancel_homed();
                 return None;
             }
             let Some(pi) = self.p.get() else {
@@ -811,12 +811,24 @@ impl MachineCtx {
         }
     }
 
-    /// Exit: leave our homed tasks where teardown finds them (the inbox).
-    fn hand_homed_to_teardown(&self) {
+    /// Exit at shutdown: cancel the goroutines homed on this M here, on their
+    /// own thread — runnable ones (next, local queue, inbox) and parked ones
+    /// (the owned list) — so that their stacks unwind on the thread they ran
+    /// on ("The thread rule"). A goroutine homed here and woken later is
+    /// complete already; an unstarted one adopted later has no frames, so
+    /// teardown may cancel it on any thread.
+    fn cancel_homed(&self) {
         let mut mine: Vec<Task> = self.next.take().into_iter().collect();
         mine.extend(self.localq.borrow_mut().drain(..));
+        {
+            let mut inbox = lock(&self.m.inbox);
+            mine.extend(inbox.tasks.drain(..));
+            self.m.inbox_len.store(0, SeqCst);
+        }
+        // Parked ones: only this M may run them, so nobody holds RUNNING.
+        mine.extend(self.shared.owned.take_where(|h| h.is_homed_on(&self.m)));
         for t in mine {
-            self.m.push_remote(t);
+            t.shutdown();
         }
     }
 

@@ -111,6 +111,45 @@ impl OwnedTasks {
         }
     }
 
+    /// Unlink every task `pred` selects, handing over the list's references
+    /// (shutdown: an M takes the goroutines homed on it, to cancel them on
+    /// its own thread). `pred` runs under a shard lock and must not block.
+    /// The caller must be the only thread that may run the selected tasks
+    /// (so none holds RUNNING and reads `owned_linked` meanwhile).
+    pub(crate) fn take_where(&self, pred: impl Fn(&Header) -> bool) -> Vec<Task> {
+        let mut taken = Vec::new();
+        for s in self.shards.iter() {
+            let mut list = lock(s);
+            let mut cur = list.head;
+            while let Some(ptr) = cur {
+                // SAFETY: under the lock every linked task is alive (the list
+                // holds a reference) and its links are ours to read and write.
+                unsafe {
+                    let h = ptr.as_ref();
+                    cur = h.owned_next.with(|n| *n);
+                    if !pred(h) {
+                        continue;
+                    }
+                    let prev = h.owned_prev.with(|p| *p);
+                    match prev {
+                        Some(p) => p.as_ref().owned_next.with_mut(|n| *n = cur),
+                        None => list.head = cur,
+                    }
+                    if let Some(n) = cur {
+                        n.as_ref().owned_prev.with_mut(|p| *p = prev);
+                    }
+                    h.owned_prev.with_mut(|p| *p = None);
+                    h.owned_next.with_mut(|n| *n = None);
+                    // Nobody holds RUNNING (the caller's obligation).
+                    h.owned_linked.with_mut(|l| *l = false);
+                    list.len -= 1;
+                    taken.push(Task::from_raw(ptr));
+                }
+            }
+        }
+        taken
+    }
+
     /// Unlink one task, handing over the list's reference.
     pub(crate) fn pop(&self) -> Option<Task> {
         for s in self.shards.iter() {

@@ -2,8 +2,9 @@
 //!
 //! `begin_shutdown` sets `Shared::shutdown` and wakes every parked M (idle list,
 //! timer sleeper, runnext watcher); each M sees the flag at the top of
-//! `find_runnable`, gives its P back and exits (`runtime::shutdown` waits for
-//! `live_ms` to reach 0). Then `teardown`, on the dropping thread, with no M
+//! `find_runnable`, gives its P back, cancels the goroutines homed on it on its
+//! own thread (`cancel_homed`, "The thread rule" in `machine.rs`) and exits
+//! (`runtime::shutdown` waits for `live_ms` to reach 0). Then `teardown`, on the dropping thread, with no M
 //! left: it closes the owned list and the global queue, so that from here on a
 //! task pushed to the global queue (a wake from a foreign thread, a spawn) is
 //! cancelled by whoever pushes it, and a task reaching its first park is

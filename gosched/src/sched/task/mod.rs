@@ -20,7 +20,8 @@
 //!   JoinHandle is interested);
 //! - the join waker slot: per the JOIN_WAKER rule in `state.rs`;
 //! - the owned links: only under the owned-list shard lock; `owned_linked` by the
-//!   thread holding RUNNING, or by shutdown under the shard lock.
+//!   thread holding RUNNING, or by shutdown under the shard lock (teardown, or
+//!   an exiting M taking the goroutines homed on it: nobody else may run them).
 
 use std::alloc::Layout;
 use std::fmt;
@@ -97,6 +98,20 @@ pub(crate) struct Header {
     /// happens-before the read through the state word (the poll's
     /// `transition_to_idle` and the waker's transition).
     home: UnsafeCell<Option<Arc<Machine>>>,
+}
+
+impl Header {
+    /// Whether this task, linked in the owned list, is homed on `m`. Called
+    /// under its shard lock (`OwnedTasks::take_where`).
+    pub(crate) fn is_homed_on(&self, m: &Arc<Machine>) -> bool {
+        // SAFETY: a linked task has parked, so it has run: `home` was written
+        // before its first run by the M that then ran it and linked it under
+        // this shard lock (which we hold), so the write happens-before this
+        // read, and `home` is never written again.
+        self.home
+            .with(|h| unsafe { (*h).as_ref() })
+            .is_some_and(|h| Arc::ptr_eq(h, m))
+    }
 }
 
 struct Vtable {
@@ -218,9 +233,10 @@ impl Task {
 
     /// Runtime shutdown: cancel the task if nobody is running it. Consumes the
     /// reference. The task may still be NOTIFIED in a run queue: that is sound
-    /// because shutdown only runs once no M schedules any more (teardown after
-    /// every M exited, or a push into the closed global queue), so the queue
-    /// entry is only ever dropped, never run.
+    /// because shutdown only runs where nobody will schedule the task any more
+    /// (teardown after every M exited, a push into the closed global queue, or
+    /// an exiting M cancelling the goroutines homed on it, which no other M
+    /// may run), so the queue entry is only ever dropped, never run.
     pub(crate) fn shutdown(self) {
         let ptr = self.into_raw();
         // SAFETY: we own a reference.
