@@ -73,6 +73,30 @@
 //! back (`put_back`): to another live receiver, else into the buffer (the ring, or
 //! at the head of `buf`, which may then exceed `cap` for a moment). Nothing is
 //! lost.
+//!
+//! # Moving values
+//!
+//! A goroutine's stack is fixed (256 KiB by default), so a `T` must not be
+//! copied through a chain of by-value calls: each frame would hold its own copy
+//! (one blocking `send` of a `T` used to take 8–12 `size_of::<T>()` of stack in
+//! a release build, 42× in a debug build). Go copies an element with
+//! `typedmemmove` from the sender's variable (`ep`) to its destination; we do
+//! the same. A value in flight sits in one `Option<T>` slot owned by its
+//! current holder — the blocking `send`'s frame (`SendRef`), a `SendFut`, a
+//! parked waiter's `slot`, a ring slot — and the internal functions take
+//! `&mut Option<T>` (`send_locked`, `ring_send`, `Ring::push_from`,
+//! `recv_locked`, `ring_recv`, `Ring::pop_into`, `poll_send`, `poll_recv`):
+//! the value moves bit for bit from slot to slot (`move_opt`, `ring::move_out`)
+//! and stays with the sender when the operation cannot complete. Frames that
+//! would need a `T` temporary on rare paths (`pop_buf`, `put_back`) are
+//! `#[cold] #[inline(never)]` so that the common paths do not reserve it, and
+//! waiters are built in their allocation (`Waiter::empty`: `Arc::new` would
+//! build a `Waiter<T>` on the stack first). Measured by painting the stack
+//! under a goroutine (tests/chan_large.rs holds the regression): the frames
+//! below a blocking `send`/`recv` of a 64 KiB value use under 0.2× its size
+//! in a release build (1–3× in a debug build), on top of the caller's own
+//! variable. `try_send`/`try_recv`, the `*_async` futures' outputs, `select!`
+//! arms and `*_timeout` still pass values by value: a few copies more.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -81,7 +105,7 @@ use std::task::{Context, Poll, Waker};
 
 use super::error::CapacityError;
 use super::queue::{Links, WaitQueue};
-use super::ring::{PushError, Ring};
+use super::ring::{Refused, Ring};
 use super::{CloseError, SendError};
 use crate::loom::cell::UnsafeCell;
 use crate::loom::lock;
@@ -155,21 +179,56 @@ unsafe impl<T: Send> Send for Waiter<T> {}
 unsafe impl<T: Send> Sync for Waiter<T> {}
 
 impl<T> Waiter<T> {
-    pub(super) fn single(value: Option<T>, waker: &Waker) -> Arc<Self> {
-        Self::with(value, Notify::Single(Park::new(waker)))
+    /// A single operation's waiter, slot empty (a sender moves its value in
+    /// with `with_slot`).
+    pub(super) fn single(waker: &Waker) -> Arc<Self> {
+        Self::empty(Notify::Single(Park::new(waker)))
     }
 
-    pub(super) fn select(value: Option<T>, park: &Arc<Park>, arm: usize) -> Arc<Self> {
-        Self::with(value, Notify::Select(park.clone(), arm))
+    /// A select arm's waiter, slot empty.
+    pub(super) fn select(park: &Arc<Park>, arm: usize) -> Arc<Self> {
+        Self::empty(Notify::Select(park.clone(), arm))
     }
 
-    fn with(value: Option<T>, notify: Notify) -> Arc<Self> {
+    /// A waiter with an empty slot, built in its allocation: `Arc::new` of a
+    /// `Waiter` would first build it on the stack, a `T`-sized copy
+    /// ("Moving values").
+    #[cfg(not(loom))]
+    fn empty(notify: Notify) -> Arc<Self> {
+        let mut w = Arc::<Self>::new_uninit();
+        let p = Arc::get_mut(&mut w).expect("fresh Arc").as_mut_ptr();
+        // SAFETY: `p` points to the fresh, exclusively owned allocation; every
+        // field is written once before `assume_init`. The slot is written as
+        // `None` through a pointer to it, not built beside it.
+        unsafe {
+            std::ptr::addr_of_mut!((*p).state).write(AtomicU8::new(WAITING));
+            std::ptr::addr_of_mut!((*p).notify).write(notify);
+            std::ptr::addr_of_mut!((*p).links).write(UnsafeCell::new(Links::new()));
+            let slot = std::ptr::addr_of_mut!((*p).slot);
+            (*slot).with_mut(|v| v.write(None));
+            w.assume_init()
+        }
+    }
+
+    /// loom's `Arc` and `UnsafeCell` need their constructors (models use
+    /// small values).
+    #[cfg(loom)]
+    fn empty(notify: Notify) -> Arc<Self> {
         Arc::new(Waiter {
             state: AtomicU8::new(WAITING),
-            slot: UnsafeCell::new(value),
+            slot: UnsafeCell::new(None),
             notify,
             links: UnsafeCell::new(Links::new()),
         })
+    }
+
+    /// A single operation's waiter holding `v` (tests).
+    #[cfg(test)]
+    pub(super) fn holding(v: T, waker: &Waker) -> Arc<Self> {
+        let w = Self::single(waker);
+        // SAFETY: `w` is ours alone.
+        unsafe { w.put_value(v) };
+        w
     }
 
     fn park(&self) -> &Park {
@@ -251,6 +310,41 @@ impl<T> Waiter<T> {
         // SAFETY: exclusive access per the contract.
         self.slot.with_mut(|p| unsafe { *p = Some(v) });
     }
+
+    /// Runs `f` on the slot (a value moves in or out of it in place).
+    ///
+    /// # Safety
+    /// As for [`take_value`](Self::take_value).
+    pub(super) unsafe fn with_slot<R>(&self, f: impl FnOnce(&mut Option<T>) -> R) -> R {
+        // SAFETY: exclusive access per the contract.
+        self.slot.with_mut(|p| f(unsafe { &mut *p }))
+    }
+}
+
+/// The rare put-back values (`State::buf`): `VecDeque::pop_front` returns
+/// the value by value, so it runs in a frame of its own, which the common
+/// paths do not reserve ("Moving values").
+#[cold]
+#[inline(never)]
+fn pop_buf<T>(s: &mut State<T>, out: &mut Option<T>) {
+    let v = s.buf.pop_front();
+    debug_assert!(out.is_none());
+    // SAFETY: `out` holds `None` (nothing to drop).
+    unsafe { std::ptr::write(out, v) };
+}
+
+/// Moves `src`'s value (if any) into `dst`, which holds none, bit for bit:
+/// no copy of the value on the stack ("Moving values" above).
+#[inline(always)]
+pub(super) fn move_opt<T>(src: &mut Option<T>, dst: &mut Option<T>) {
+    debug_assert!(dst.is_none(), "move_opt over a value");
+    // SAFETY: two distinct `&mut` (no overlap); `dst` holds `None`, so
+    // overwriting it drops nothing; `src`'s value, now at `dst`, is forgotten
+    // by overwriting it with `None` without a drop.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src as *const Option<T>, dst as *mut Option<T>, 1);
+        std::ptr::write(src, None);
+    }
 }
 
 /// A waiter completed under the lock, to be woken once it is released.
@@ -308,11 +402,13 @@ fn waiting_after_ring_update(count: &AtomicUsize) -> usize {
     count.load(SeqCst)
 }
 
-/// What the lock-free part of a buffered send did.
-enum Sent<T> {
+/// What the lock-free part of a buffered send did (the value stays with the
+/// sender unless `Done`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sent {
     Done,
-    Full(T),
-    Closed(T),
+    Full,
+    Closed,
 }
 
 impl<T> Inner<T> {
@@ -392,38 +488,41 @@ impl<T> Inner<T> {
     // ---- unbuffered: everything under the lock ------------------------------------
 
     /// Send under the lock: deliver `v` to a parked receiver.
-    /// `Ok(Some(w))`: wake `w` once the lock is released. `Err((v, full))`:
-    /// `full` = it would block, else the channel is closed.
-    fn send_locked(&self, s: &mut State<T>, v: T) -> Result<ToWake<T>, (T, bool)> {
+    /// Send `v`'s value under the lock. `Ok(Some(w))`: wake `w` once the lock
+    /// is released. `Err(full)`: `full` = it would block, else the channel is
+    /// closed; the value stays in `v`.
+    fn send_locked(&self, s: &mut State<T>, v: &mut Option<T>) -> Result<ToWake<T>, bool> {
         if self.send_closed(s) {
-            return Err((v, false));
+            return Err(false);
         }
         if let Some(r) = Self::claim_receiver(s) {
             // SAFETY: `r` was queued and we hold the lock: the slot is ours to fill.
-            unsafe { r.put_value(v) };
+            unsafe { r.with_slot(|slot| move_opt(v, slot)) };
             r.complete(DONE);
             return Ok(Some(r));
         }
-        Err((v, true))
+        Err(true)
     }
 
-    /// Receive under the lock: `Ok((v, to_wake))`, or `Err(closed)`.
-    fn recv_locked(&self, s: &mut State<T>) -> Result<(T, ToWake<T>), bool> {
-        if let Some(v) = s.buf.pop_front() {
-            return Ok((v, None));
+    /// Receive under the lock into `out`: `Ok(to_wake)`, or `Err(closed)`.
+    fn recv_locked(&self, s: &mut State<T>, out: &mut Option<T>) -> Result<ToWake<T>, bool> {
+        if !s.buf.is_empty() {
+            pop_buf(s, out);
+            return Ok(None);
         }
         if let Some(w) = Self::claim_sender(s) {
             // SAFETY: `w` was queued and we hold the lock.
-            let v = unsafe { w.take_value() }.expect("parked sender holds its value");
+            unsafe { w.with_slot(|slot| move_opt(slot, out)) };
+            debug_assert!(out.is_some(), "parked sender holds its value");
             w.complete(DONE);
-            return Ok((v, Some(w)));
+            return Ok(Some(w));
         }
         Err(self.recv_closed(s))
     }
 
     // ---- buffered: the ring, and serving parked waiters ---------------------------------
 
-    fn ring_send(&self, ring: &Ring<T>, v: T) -> Sent<T> {
+    fn ring_send(&self, ring: &Ring<T>, v: &mut Option<T>) -> Sent {
         // Go's fast path: a parked receiver gets the value directly — past an
         // empty ring only. For a moment a receiver can be parked beside buffered
         // values (another push before its `after_push`, or a sender's value that
@@ -435,7 +534,7 @@ impl<T> Inner<T> {
             if ring.is_empty() {
                 if let Some(r) = Self::claim_receiver(&mut s) {
                     // SAFETY: `r` was queued and we hold the lock.
-                    unsafe { r.put_value(v) };
+                    unsafe { r.with_slot(|slot| move_opt(v, slot)) };
                     r.complete(DONE);
                     self.publish(&s);
                     drop(s);
@@ -445,45 +544,46 @@ impl<T> Inner<T> {
             }
             self.publish(&s);
         }
-        match ring.push(v) {
+        match ring.push_from(v) {
             Ok(()) => {
                 self.after_push(ring);
                 Sent::Done
             }
-            Err(PushError::Full(v)) => Sent::Full(v),
-            Err(PushError::Closed(v)) => Sent::Closed(v),
+            Err(Refused::Full) => Sent::Full,
+            Err(Refused::Closed) => Sent::Closed,
         }
     }
 
-    /// A value put back beyond the ring, if any (checked once the ring is empty).
-    fn pop_spilled(&self) -> Option<T> {
+    /// A value put back beyond the ring, if any (checked once the ring is
+    /// empty), into `out`.
+    fn pop_spilled(&self, out: &mut Option<T>) -> bool {
         if self.spilled.load(Acquire) == 0 {
-            return None;
+            return false;
         }
         let mut s = self.lock();
-        let v = s.buf.pop_front();
+        pop_buf(&mut s, out);
         self.publish(&s);
-        v
+        out.is_some()
     }
 
-    /// `Ok(v)`, or `Err(closed)`.
-    fn ring_recv(&self, ring: &Ring<T>) -> Result<T, bool> {
-        if let Some(v) = ring.pop() {
+    /// Receive from the ring into `out`: `Ok(())`, or `Err(closed)`.
+    fn ring_recv(&self, ring: &Ring<T>, out: &mut Option<T>) -> Result<(), bool> {
+        if ring.pop_into(out) {
             self.after_pop(ring);
-            return Ok(v);
+            return Ok(());
         }
-        if let Some(v) = self.pop_spilled() {
-            return Ok(v);
+        if self.pop_spilled(out) {
+            return Ok(());
         }
         if ring.is_marked() {
             // Closed for sending: a push that won the race with the mark may have
             // landed after our first look.
-            if let Some(v) = ring.pop() {
+            if ring.pop_into(out) {
                 self.after_pop(ring);
-                return Ok(v);
+                return Ok(());
             }
-            if let Some(v) = self.pop_spilled() {
-                return Ok(v);
+            if self.pop_spilled(out) {
+                return Ok(());
             }
             return Err(true);
         }
@@ -516,14 +616,13 @@ impl<T> Inner<T> {
                 };
                 let (mut w, mut pushed) = (None, false);
                 if let Some(r) = &r {
-                    match ring.pop() {
-                        Some(v) => {
-                            // SAFETY: `r` was queued and we hold the lock.
-                            unsafe { r.put_value(v) };
-                            r.complete(DONE);
-                            (w, pushed) = self.refill(ring, &mut s);
-                        }
-                        None => r.complete(NOTIFIED),
+                    // SAFETY: `r` was queued and we hold the lock: its slot
+                    // (empty) is ours to fill, straight from the ring.
+                    if unsafe { r.with_slot(|slot| ring.pop_into(slot)) } {
+                        r.complete(DONE);
+                        (w, pushed) = self.refill(ring, &mut s);
+                    } else {
+                        r.complete(NOTIFIED);
                     }
                 }
                 self.publish(&s);
@@ -582,23 +681,16 @@ impl<T> Inner<T> {
         };
         let mut pushed = false;
         if let Some(w) = &w {
-            // SAFETY: `w` was queued and we hold the lock.
-            let v = unsafe { w.take_value() }.expect("parked sender holds its value");
-            match ring.push(v) {
+            // SAFETY: `w` was queued and we hold the lock: its value moves
+            // straight from its slot into the ring, or stays there for its
+            // retry (NOTIFIED) or its error (CLOSED).
+            match unsafe { w.with_slot(|slot| ring.push_from(slot)) } {
                 Ok(()) => {
                     pushed = true;
                     w.complete(DONE);
                 }
-                Err(PushError::Full(v)) => {
-                    // SAFETY: as above; the value goes back for its retry.
-                    unsafe { w.put_value(v) };
-                    w.complete(NOTIFIED);
-                }
-                Err(PushError::Closed(v)) => {
-                    // SAFETY: as above.
-                    unsafe { w.put_value(v) };
-                    w.complete(CLOSED);
-                }
+                Err(Refused::Full) => w.complete(NOTIFIED),
+                Err(Refused::Closed) => w.complete(CLOSED),
             }
         }
         (w, pushed)
@@ -619,43 +711,48 @@ impl<T> Inner<T> {
     // ---- the operations ----------------------------------------------------------------
 
     /// The blocking `send`'s first step, without a future: a buffered send that
-    /// completes at once. `Err(v)`: it must wait (or the channel is unbuffered).
+    /// completes at once. `None`: it must wait (or the channel is unbuffered).
+    /// `Some(Err(()))`: closed. The value stays in `v` unless sent.
     #[inline]
-    pub(super) fn send_now(&self, v: T) -> Result<Result<(), SendError<T>>, T> {
+    pub(super) fn send_now(&self, v: &mut Option<T>) -> Option<Result<(), ()>> {
         match &self.ring {
             Some(ring) => match self.ring_send(ring, v) {
-                Sent::Done => Ok(Ok(())),
-                Sent::Closed(v) => Ok(Err(SendError(v))),
-                Sent::Full(v) => Err(v),
-            },
-            None => Err(v),
-        }
-    }
-
-    /// The blocking `recv`'s first step: `Some(result)` if a buffered receive
-    /// completes at once.
-    #[inline]
-    pub(super) fn recv_now(&self) -> Option<Option<T>> {
-        match &self.ring {
-            Some(ring) => match self.ring_recv(ring) {
-                Ok(v) => Some(Some(v)),
-                Err(true) => Some(None),
-                Err(false) => None,
+                Sent::Done => Some(Ok(())),
+                Sent::Closed => Some(Err(())),
+                Sent::Full => None,
             },
             None => None,
         }
     }
 
+    /// The blocking `recv`'s first step: true if a buffered receive completed
+    /// at once (`out` holds the value, or `None`: closed and drained).
+    #[inline]
+    pub(super) fn recv_now(&self, out: &mut Option<T>) -> bool {
+        match &self.ring {
+            Some(ring) => match self.ring_recv(ring, out) {
+                Ok(()) | Err(true) => true,
+                Err(false) => false,
+            },
+            None => false,
+        }
+    }
+
     /// Non-blocking send. `Err(v)` with `full = true` when it would block.
     pub(super) fn try_send(&self, v: T) -> Result<(), (T, bool)> {
+        let mut v = Some(v);
+        let back = |v: &mut Option<T>, full| Err((v.take().expect("unsent value"), full));
         match &self.ring {
-            Some(ring) => match self.ring_send(ring, v) {
+            Some(ring) => match self.ring_send(ring, &mut v) {
                 Sent::Done => Ok(()),
-                Sent::Full(v) => Err((v, true)),
-                Sent::Closed(v) => Err((v, false)),
+                Sent::Full => back(&mut v, true),
+                Sent::Closed => back(&mut v, false),
             },
             None => {
-                let woken = self.send_locked(&mut self.lock(), v)?;
+                let woken = match self.send_locked(&mut self.lock(), &mut v) {
+                    Ok(woken) => woken,
+                    Err(full) => return back(&mut v, full),
+                };
                 if let Some(w) = woken {
                     w.wake();
                 }
@@ -666,16 +763,17 @@ impl<T> Inner<T> {
 
     /// Non-blocking receive: `Ok(v)`, or `Err(closed)`.
     pub(super) fn try_recv(&self) -> Result<T, bool> {
+        let mut out = None;
         match &self.ring {
-            Some(ring) => self.ring_recv(ring),
+            Some(ring) => self.ring_recv(ring, &mut out)?,
             None => {
-                let (v, woken) = self.recv_locked(&mut self.lock())?;
+                let woken = self.recv_locked(&mut self.lock(), &mut out)?;
                 if let Some(w) = woken {
                     w.wake();
                 }
-                Ok(v)
             }
         }
+        Ok(out.expect("a receive that completed has a value"))
     }
 
     /// Under the lock: park `w` as a receiver, unless a receive could complete
@@ -758,12 +856,8 @@ impl<T> Inner<T> {
             return;
         }
         match w.state() {
-            DONE => {
-                // SAFETY: DONE, read under the lock: `w` is unqueued and ours.
-                if let Some(v) = unsafe { w.take_value() } {
-                    self.put_back(s, v);
-                }
-            }
+            // SAFETY: DONE, read under the lock: `w` is unqueued and ours.
+            DONE if unsafe { w.with_slot(|slot| slot.is_some()) } => self.put_back(s, w),
             NOTIFIED => {
                 drop(s);
                 self.renotify(true);
@@ -784,23 +878,30 @@ impl<T> Inner<T> {
 
     /// A value handed to a receive that was then abandoned: give it to another
     /// live receiver, or put it back into the buffer.
-    pub(super) fn put_back(&self, mut s: MutexGuard<'_, State<T>>, v: T) {
+    /// (The value moves from `w`'s slot straight to its new place; this rare
+    /// path has a frame of its own, which the receive paths do not reserve:
+    /// "Moving values".)
+    #[cold]
+    #[inline(never)]
+    pub(super) fn put_back(&self, mut s: MutexGuard<'_, State<T>>, w: &Waiter<T>) {
         if let Some(r) = Self::claim_receiver(&mut s) {
-            // SAFETY: `r` was queued and we hold the lock.
-            unsafe { r.put_value(v) };
+            // SAFETY: `r` was queued and we hold the lock; `w` is unqueued and
+            // ours (the caller's contract).
+            unsafe { w.with_slot(|from| r.with_slot(|to| move_opt(from, to))) };
             r.complete(DONE);
             self.publish(&s);
             drop(s);
             r.wake();
             return;
         }
-        let v = match &self.ring {
-            Some(ring) => match ring.push(v) {
-                Ok(()) => return,
-                Err(PushError::Full(v) | PushError::Closed(v)) => v,
-            },
-            None => v,
-        };
+        if let Some(ring) = &self.ring {
+            // SAFETY: as above.
+            if unsafe { w.with_slot(|from| ring.push_from(from)) }.is_ok() {
+                return;
+            }
+        }
+        // SAFETY: as above.
+        let v = unsafe { w.take_value() }.expect("a value to put back");
         s.buf.push_front(v);
         self.publish(&s);
     }
@@ -910,56 +1011,107 @@ impl<T> Future for SendFut<'_, T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let inner = this.inner;
-        let mut v = match this.waiter.take() {
-            Some(w) => match w.poll_state(cx.waker()) {
-                WAITING => {
-                    this.waiter = Some(w);
-                    return Poll::Pending;
-                }
-                DONE => return Poll::Ready(Ok(())),
-                CLOSED => {
-                    // SAFETY: a final state observed with Acquire: `w` is unqueued
-                    // and the slot is ours.
-                    let v = unsafe { w.take_value() }.expect("closed sender gets its value back");
-                    return Poll::Ready(Err(SendError(v)));
-                }
-                // NOTIFIED: try again. SAFETY: as above.
-                _ => unsafe { w.take_value() }.expect("notified sender keeps its value"),
-            },
-            None => this.value.take().expect("SendFut polled after completion"),
-        };
-        loop {
-            if let Some(ring) = &inner.ring {
-                match inner.ring_send(ring, v) {
-                    Sent::Done => return Poll::Ready(Ok(())),
-                    Sent::Closed(back) => return Poll::Ready(Err(SendError(back))),
-                    Sent::Full(back) => v = back,
-                }
-            }
-            let mut s = inner.lock();
-            if inner.ring.is_none() {
-                // One critical section: complete now, or park.
-                match inner.send_locked(&mut s, v) {
-                    Ok(woken) => {
-                        drop(s);
-                        if let Some(r) = woken {
-                            r.wake();
-                        }
-                        return Poll::Ready(Ok(()));
-                    }
-                    Err((back, false)) => return Poll::Ready(Err(SendError(back))),
-                    Err((back, true)) => v = back,
-                }
-            }
-            // Allocated under the lock, but only on the way to parking.
-            let w = Waiter::single(Some(v), cx.waker());
-            if inner.park_send(&mut s, &w, None) {
-                this.waiter = Some(w);
+        match poll_send(this.inner, &mut this.value, &mut this.waiter, cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
+            Poll::Ready(Err(())) => Poll::Ready(Err(SendError(
+                this.value.take().expect("a closed send keeps its value"),
+            ))),
+        }
+    }
+}
+
+/// One poll of a send whose value waits in `value` (the sender's own slot:
+/// a `SendFut`'s, or the blocking `send`'s frame) and, once parked, in
+/// `waiter`'s slot. `Ready(Err(()))`: closed, the value is back in `value`.
+/// The value moves at most twice (into a parked waiter's slot, then to its
+/// destination), never through a chain of by-value calls ("Moving values").
+pub(super) fn poll_send<T>(
+    inner: &Inner<T>,
+    value: &mut Option<T>,
+    waiter: &mut Option<Arc<Waiter<T>>>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<(), ()>> {
+    if let Some(w) = waiter.take() {
+        match w.poll_state(cx.waker()) {
+            WAITING => {
+                *waiter = Some(w);
                 return Poll::Pending;
             }
-            // The ring made room meanwhile: try again. SAFETY: `w` was not queued.
-            v = unsafe { w.take_value() }.expect("unparked sender keeps its value");
+            DONE => return Poll::Ready(Ok(())),
+            // CLOSED (the value comes back for the error) or NOTIFIED (try
+            // again).
+            state => {
+                // SAFETY: a final state observed with Acquire: `w` is
+                // unqueued and the slot is ours.
+                unsafe { w.with_slot(|slot| move_opt(slot, value)) };
+                debug_assert!(value.is_some(), "an undelivered sender keeps its value");
+                if state == CLOSED {
+                    return Poll::Ready(Err(()));
+                }
+            }
+        }
+    }
+    debug_assert!(value.is_some(), "send polled after completion");
+    loop {
+        if let Some(ring) = &inner.ring {
+            match inner.ring_send(ring, value) {
+                Sent::Done => return Poll::Ready(Ok(())),
+                Sent::Closed => return Poll::Ready(Err(())),
+                Sent::Full => {}
+            }
+        }
+        let mut s = inner.lock();
+        if inner.ring.is_none() {
+            // One critical section: complete now, or park.
+            match inner.send_locked(&mut s, value) {
+                Ok(woken) => {
+                    drop(s);
+                    if let Some(r) = woken {
+                        r.wake();
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+                Err(false) => return Poll::Ready(Err(())),
+                Err(true) => {}
+            }
+        }
+        // Allocated under the lock, but only on the way to parking.
+        let w = Waiter::single(cx.waker());
+        // SAFETY: `w` is not queued yet: its slot is ours.
+        unsafe { w.with_slot(|slot| move_opt(value, slot)) };
+        if inner.park_send(&mut s, &w, None) {
+            *waiter = Some(w);
+            return Poll::Pending;
+        }
+        // The ring made room meanwhile: try again. SAFETY: `w` was not queued.
+        unsafe { w.with_slot(|slot| move_opt(slot, value)) };
+    }
+}
+
+/// The blocking `send`'s future: the value stays in the caller's frame
+/// (`value`) until it moves to its destination (see `poll_send`).
+pub(super) struct SendRef<'a, T> {
+    pub(super) inner: &'a Inner<T>,
+    pub(super) value: &'a mut Option<T>,
+    pub(super) waiter: Option<Arc<Waiter<T>>>,
+}
+
+impl<T> Unpin for SendRef<'_, T> {}
+
+impl<T> Future for SendRef<'_, T> {
+    type Output = Result<(), ()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        poll_send(this.inner, this.value, &mut this.waiter, cx)
+    }
+}
+
+impl<T> Drop for SendRef<'_, T> {
+    fn drop(&mut self) {
+        if let Some(w) = self.waiter.take() {
+            self.inner.release_send(&w);
         }
     }
 }
@@ -986,47 +1138,92 @@ impl<T> Future for RecvFut<'_, T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
         let this = self.get_mut();
-        let inner = this.inner;
-        if let Some(w) = this.waiter.take() {
-            match w.poll_state(cx.waker()) {
-                WAITING => {
-                    this.waiter = Some(w);
-                    return Poll::Pending;
-                }
-                // SAFETY: DONE is final and was observed with Acquire.
-                DONE => return Poll::Ready(unsafe { w.take_value() }),
-                // CLOSED or NOTIFIED: look again (a closed buffer may hold values).
-                _ => {}
-            }
+        let mut out = None;
+        match poll_recv(this.inner, &mut this.waiter, &mut out, cx) {
+            Poll::Ready(()) => Poll::Ready(out),
+            Poll::Pending => Poll::Pending,
         }
-        loop {
-            if let Some(ring) = &inner.ring {
-                match inner.ring_recv(ring) {
-                    Ok(v) => return Poll::Ready(Some(v)),
-                    Err(true) => return Poll::Ready(None),
-                    Err(false) => {}
-                }
-            }
-            let mut s = inner.lock();
-            if inner.ring.is_none() {
-                // One critical section: complete now, or park.
-                match inner.recv_locked(&mut s) {
-                    Ok((v, woken)) => {
-                        drop(s);
-                        if let Some(w) = woken {
-                            w.wake();
-                        }
-                        return Poll::Ready(Some(v));
-                    }
-                    Err(true) => return Poll::Ready(None),
-                    Err(false) => {}
-                }
-            }
-            let w = Waiter::single(None, cx.waker());
-            if inner.park_recv(&mut s, &w, None) {
-                this.waiter = Some(w);
+    }
+}
+
+/// One poll of a receive; on `Ready`, `out` (which is `None` on entry) holds
+/// the value, or `None` if the channel is closed and drained. The value moves
+/// straight from where it is (the ring, a parked sender's slot, our waiter's
+/// slot) into `out`.
+pub(super) fn poll_recv<T>(
+    inner: &Inner<T>,
+    waiter: &mut Option<Arc<Waiter<T>>>,
+    out: &mut Option<T>,
+    cx: &mut Context<'_>,
+) -> Poll<()> {
+    if let Some(w) = waiter.take() {
+        match w.poll_state(cx.waker()) {
+            WAITING => {
+                *waiter = Some(w);
                 return Poll::Pending;
             }
+            DONE => {
+                // SAFETY: DONE is final and was observed with Acquire.
+                unsafe { w.with_slot(|slot| move_opt(slot, out)) };
+                return Poll::Ready(());
+            }
+            // CLOSED or NOTIFIED: look again (a closed buffer may hold values).
+            _ => {}
+        }
+    }
+    loop {
+        if let Some(ring) = &inner.ring {
+            match inner.ring_recv(ring, out) {
+                Ok(()) | Err(true) => return Poll::Ready(()),
+                Err(false) => {}
+            }
+        }
+        let mut s = inner.lock();
+        if inner.ring.is_none() {
+            // One critical section: complete now, or park.
+            match inner.recv_locked(&mut s, out) {
+                Ok(woken) => {
+                    drop(s);
+                    if let Some(w) = woken {
+                        w.wake();
+                    }
+                    return Poll::Ready(());
+                }
+                Err(true) => return Poll::Ready(()),
+                Err(false) => {}
+            }
+        }
+        let w = Waiter::single(cx.waker());
+        if inner.park_recv(&mut s, &w, None) {
+            *waiter = Some(w);
+            return Poll::Pending;
+        }
+    }
+}
+
+/// The blocking `recv`'s future: the value lands in the caller's frame
+/// (`out`), see `poll_recv`.
+pub(super) struct RecvRef<'a, T> {
+    pub(super) inner: &'a Inner<T>,
+    pub(super) out: &'a mut Option<T>,
+    pub(super) waiter: Option<Arc<Waiter<T>>>,
+}
+
+impl<T> Unpin for RecvRef<'_, T> {}
+
+impl<T> Future for RecvRef<'_, T> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        poll_recv(this.inner, &mut this.waiter, this.out, cx)
+    }
+}
+
+impl<T> Drop for RecvRef<'_, T> {
+    fn drop(&mut self) {
+        if let Some(w) = self.waiter.take() {
+            self.inner.release_recv(&w);
         }
     }
 }
@@ -1060,7 +1257,7 @@ mod tests {
         };
         assert!(Pin::new(&mut recv).poll(&mut cx).is_pending());
         assert!(ring.push(1).is_ok()); // P's push, before its `after_push`
-        let s = Waiter::single(Some(2), Waker::noop());
+        let s = Waiter::holding(2, Waker::noop());
         assert!(inner.park_send(&mut inner.lock(), &s, None), "S parks");
         inner.after_push(ring); // P serves the parked receiver
         assert_eq!(Pin::new(&mut recv).poll(&mut cx), Poll::Ready(Some(1)));

@@ -39,6 +39,15 @@
 //! value back: to another parked receiver, or at the head of the buffer (which may
 //! then hold `cap + 1` values for a moment). No value is ever lost.
 //!
+//! Large values: a goroutine's stack is fixed, so the blocking `send`,
+//! `recv` and iteration move a value from the caller's variable to its
+//! destination (a parked receiver's slot, the ring) and on to the receiver's
+//! variable without copies on the stack between (`core.rs`, "Moving values"):
+//! Go's largest element, 64 KiB, fits the default 256 KiB stack. The other
+//! forms (`try_*`, `*_timeout`, `select!` arms, the futures' outputs) move a
+//! value a few times more; send a `Box` for values larger than about 16 KiB
+//! there.
+//!
 //! Handles: `Chan<T>` is both ends (clone it for MPMC); `split()` gives
 //! directional `Sender<T>` / `Receiver<T>`. As with crossbeam and flume, when the
 //! last handle able to send is dropped the channel closes (receivers drain the
@@ -59,7 +68,7 @@ mod select;
 #[cfg(test)]
 mod tests;
 
-use self::core::Inner;
+use self::core::{Inner, RecvRef, SendRef};
 pub use self::core::{RecvFut, SendFut};
 pub use error::{
     CapacityError, CloseError, RecvTimeoutError, SendError, SendTimeoutError, TryRecvError,
@@ -160,10 +169,18 @@ macro_rules! send_methods {
         /// Inside an async task, if it would have to wait: use
         /// [`send_async`](Self::send_async) there.
         pub fn send(&self, value: T) -> Result<(), SendError<T>> {
-            match self.inner.send_now(value) {
-                Ok(done) => done,
-                Err(value) => crate::block_on(self.send_async(value)),
-            }
+            // The value stays here until it moves to its destination
+            // ("Moving values", `core.rs`).
+            let mut value = Some(value);
+            let sent = match self.inner.send_now(&mut value) {
+                Some(sent) => sent,
+                None => crate::block_on(SendRef {
+                    inner: &self.inner,
+                    value: &mut value,
+                    waiter: None,
+                }),
+            };
+            sent.map_err(|()| SendError(value.take().expect("a closed send keeps its value")))
         }
 
         /// The async form of `send`. Dropping the future before it completes
@@ -223,10 +240,16 @@ macro_rules! recv_methods {
         /// Inside an async task, if it would have to wait: use
         /// [`recv_async`](Self::recv_async) there.
         pub fn recv(&self) -> Option<T> {
-            match self.inner.recv_now() {
-                Some(done) => done,
-                None => crate::block_on(self.recv_async()),
+            // The value lands here ("Moving values", `core.rs`).
+            let mut out = None;
+            if !self.inner.recv_now(&mut out) {
+                crate::block_on(RecvRef {
+                    inner: &self.inner,
+                    out: &mut out,
+                    waiter: None,
+                });
             }
+            out
         }
 
         /// The async form of `recv`. Cancel-safe: dropping the future never loses
@@ -406,13 +429,15 @@ pub struct Iter<'a, T> {
 impl<T> Iterator for Iter<'_, T> {
     type Item = T;
     fn next(&mut self) -> Option<T> {
-        match self.inner.recv_now() {
-            Some(done) => done,
-            None => crate::block_on(RecvFut {
+        let mut out = None;
+        if !self.inner.recv_now(&mut out) {
+            crate::block_on(RecvRef {
                 inner: self.inner,
+                out: &mut out,
                 waiter: None,
-            }),
+            });
         }
+        out
     }
 }
 

@@ -52,9 +52,38 @@ struct Slot<T> {
     value: UnsafeCell<MaybeUninit<T>>,
 }
 
+/// `push`'s refusal, with the value (tests).
+#[cfg(test)]
 pub(super) enum PushError<T> {
     Full(T),
     Closed(T),
+}
+
+/// Moves the value of `src` into `dst` bit for bit and leaves `src` `None`,
+/// without dropping the value (it now lives at `dst`) and without a copy of
+/// it on the stack.
+///
+/// # Safety
+/// `src` holds a value; `dst` is valid for a write of one `T` and holds no
+/// value that needs dropping.
+#[inline(always)]
+pub(super) unsafe fn move_out<T>(src: &mut Option<T>, dst: *mut T) {
+    let Some(v) = src.as_mut() else {
+        unreachable!("move_out without a value")
+    };
+    // SAFETY: `v` is a valid `T`, `dst` is valid for one `T` (the caller), and
+    // they do not overlap (`dst` is not inside `src`, which is borrowed).
+    unsafe { std::ptr::copy_nonoverlapping(v as *const T, dst, 1) };
+    // Forget the moved value: overwrite it with `None` without dropping it.
+    // SAFETY: `src` is valid for writes; its old value must not be dropped.
+    unsafe { std::ptr::write(src, None) };
+}
+
+/// Why `push_from` left the value where it was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Refused {
+    Full,
+    Closed,
 }
 
 pub(super) struct Ring<T> {
@@ -125,6 +154,22 @@ impl<T> Ring<T> {
         slots
             .try_reserve_exact(cap)
             .map_err(|_| CapacityError::alloc_failed::<T>(cap, slot_bytes))?;
+        // Each slot's stamp is written in place and its value left
+        // uninitialised: building a `Slot` and pushing it would copy a
+        // `T`-sized slot through the stack for each one. (loom's `UnsafeCell`
+        // needs its constructor: the model build keeps the plain loop.)
+        #[cfg(not(loom))]
+        {
+            let base: *mut Slot<T> = slots.as_mut_ptr();
+            for i in 0..cap {
+                // SAFETY: `i < cap`, the reserved capacity.
+                unsafe { std::ptr::addr_of_mut!((*base.add(i)).stamp).write(AtomicUsize::new(i)) };
+            }
+            // SAFETY: every slot's `stamp` is initialised, and `value` (an
+            // `UnsafeCell<MaybeUninit<T>>`) is valid uninitialised.
+            unsafe { slots.set_len(cap) };
+        }
+        #[cfg(loom)]
         slots.extend((0..cap).map(|i| Slot {
             stamp: AtomicUsize::new(i),
             value: UnsafeCell::new(MaybeUninit::uninit()),
@@ -147,15 +192,32 @@ impl<T> Ring<T> {
         }
     }
 
+    /// Push by value (tests).
+    #[cfg(test)]
     pub(super) fn push(&self, v: T) -> Result<(), PushError<T>> {
+        let mut src = Some(v);
+        self.push_from(&mut src).map_err(|why| {
+            let v = src.take().expect("a refused push keeps its value");
+            match why {
+                Refused::Full => PushError::Full(v),
+                Refused::Closed => PushError::Closed(v),
+            }
+        })
+    }
+
+    /// Moves the value out of `src` (which holds one) into the ring, bit for
+    /// bit, with no copy of it on the stack ("Moving values", `core.rs`);
+    /// `src` is left `None`. Refused: `src` keeps the value.
+    pub(super) fn push_from(&self, src: &mut Option<T>) -> Result<(), Refused> {
+        debug_assert!(src.is_some(), "push_from without a value");
         if Self::ZST {
-            return self.push_zst(v);
+            return self.push_zst(src);
         }
         let mut step = 0;
         let mut tail = self.tail.load(Relaxed);
         loop {
             if tail & self.mark_bit != 0 {
-                return Err(PushError::Closed(v));
+                return Err(Refused::Closed);
             }
             let index = tail & (self.mark_bit - 1);
             let slot = &self.slots[index];
@@ -167,8 +229,10 @@ impl<T> Ring<T> {
                 {
                     Ok(_) => {
                         // SAFETY: the CAS gave us this slot for this lap; nobody
-                        // reads it before the stamp store below.
-                        slot.value.with_mut(|p| unsafe { (*p).write(v) });
+                        // reads it before the stamp store below. `src` holds a
+                        // value, which `move_out` moves into the slot.
+                        slot.value
+                            .with_mut(|p| unsafe { move_out(src, (*p).as_mut_ptr()) });
                         slot.stamp.store(tail + 1, Release);
                         return Ok(());
                     }
@@ -180,7 +244,7 @@ impl<T> Ring<T> {
                 fence(SeqCst);
                 let head = self.head.load(Relaxed);
                 if head.wrapping_add(self.one_lap) == tail {
-                    return Err(PushError::Full(v));
+                    return Err(Refused::Full);
                 }
                 spin(&mut step);
                 tail = self.tail.load(Relaxed);
@@ -191,9 +255,18 @@ impl<T> Ring<T> {
         }
     }
 
+    /// Pop by value.
     pub(super) fn pop(&self) -> Option<T> {
+        let mut out = None;
+        self.pop_into(&mut out);
+        out
+    }
+
+    /// Pops the oldest value into `out` (which is `None`); false if empty.
+    pub(super) fn pop_into(&self, out: &mut Option<T>) -> bool {
+        debug_assert!(out.is_none(), "pop_into over a value");
         if Self::ZST {
-            return self.pop_zst();
+            return self.pop_zst(out);
         }
         let mut step = 0;
         let mut head = self.head.load(Relaxed);
@@ -209,9 +282,10 @@ impl<T> Ring<T> {
                     Ok(_) => {
                         // SAFETY: the CAS gave us this slot's value (published by
                         // the pusher's Release stamp store, read with Acquire).
-                        let v = slot.value.with(|p| unsafe { (*p).assume_init_read() });
+                        slot.value
+                            .with(|p| unsafe { *out = Some((*p).assume_init_read()) });
                         slot.stamp.store(head.wrapping_add(self.one_lap), Release);
-                        return Some(v);
+                        return true;
                     }
                     Err(h) => head = h,
                 }
@@ -220,7 +294,7 @@ impl<T> Ring<T> {
                 fence(SeqCst);
                 let tail = self.tail.load(Relaxed);
                 if tail & !self.mark_bit == head {
-                    return None;
+                    return false;
                 }
                 spin(&mut step);
                 head = self.head.load(Relaxed);
@@ -232,18 +306,18 @@ impl<T> Ring<T> {
     }
 
     /// `push` for a zero-sized `T`: count it in.
-    fn push_zst(&self, v: T) -> Result<(), PushError<T>> {
+    fn push_zst(&self, src: &mut Option<T>) -> Result<(), Refused> {
         let mut tail = self.tail.load(Relaxed);
         loop {
             if tail & self.mark_bit != 0 {
-                return Err(PushError::Closed(v));
+                return Err(Refused::Closed);
             }
             if tail == self.cap {
                 // Full, unless a pop is in progress (as in `push`).
                 fence(SeqCst);
                 let now = self.tail.load(Relaxed);
                 if now == tail {
-                    return Err(PushError::Full(v));
+                    return Err(Refused::Full);
                 }
                 tail = now;
                 continue;
@@ -255,7 +329,7 @@ impl<T> Ring<T> {
                 Ok(_) => {
                     // Stored "at a dangling address", as `Vec` stores zero-sized
                     // values: `pop_zst` reads it back.
-                    mem::forget(v);
+                    mem::forget(src.take());
                     return Ok(());
                 }
                 Err(t) => tail = t,
@@ -264,7 +338,7 @@ impl<T> Ring<T> {
     }
 
     /// `pop` for a zero-sized `T`: count one out.
-    fn pop_zst(&self) -> Option<T> {
+    fn pop_zst(&self, out: &mut Option<T>) -> bool {
         let mut tail = self.tail.load(Relaxed);
         loop {
             if tail & !self.mark_bit == 0 {
@@ -272,7 +346,7 @@ impl<T> Ring<T> {
                 fence(SeqCst);
                 let now = self.tail.load(Relaxed);
                 if now & !self.mark_bit == 0 {
-                    return None;
+                    return false;
                 }
                 tail = now;
                 continue;
@@ -286,7 +360,8 @@ impl<T> Ring<T> {
                     // aligned pointer is a valid (empty) read, and the count we took
                     // stands for one value a `push_zst` forgot (moved in): reading
                     // it back moves that value out, once — as `Vec` does.
-                    return Some(unsafe { NonNull::<T>::dangling().as_ptr().read() });
+                    *out = Some(unsafe { NonNull::<T>::dangling().as_ptr().read() });
+                    return true;
                 }
                 Err(t) => tail = t,
             }

@@ -180,7 +180,7 @@ impl<T: Send> sealed::Arm for RecvArm<'_, T> {
     }
 
     fn register(&mut self, park: &Arc<Park>, arm: usize) -> bool {
-        let w = Waiter::select(None, park, arm);
+        let w = Waiter::select(park, arm);
         let mut s = self.inner.lock();
         if park.sel.load(Acquire) != SEL_WAITING {
             return false;
@@ -243,7 +243,7 @@ impl<T: Send> sealed::Arm for SendArm<'_, T> {
     }
 
     fn register(&mut self, park: &Arc<Park>, arm: usize) -> bool {
-        let w = Waiter::select(None, park, arm);
+        let w = Waiter::select(park, arm);
         let mut s = self.inner.lock();
         if park.sel.load(Acquire) != SEL_WAITING {
             return false;

@@ -246,7 +246,7 @@ fn ring_two_pushers_two_poppers() {
 // ---- wait queue ----------------------------------------------------------------------
 
 fn waiter(v: u32) -> Arc<Waiter<u32>> {
-    Waiter::single(Some(v), Waker::noop())
+    Waiter::holding(v, Waker::noop())
 }
 
 /// Pop everything, returning the values in order.
