@@ -188,7 +188,8 @@ mod tests {
         }
         rx.recv_timeout(Duration::from_secs(10)).expect("job 1");
         rx.recv_timeout(Duration::from_secs(10)).expect("job 2");
-        assert!(pool.threads() <= 2);
+        // The first thread, or up to two new ones if it was not waiting yet.
+        assert!(pool.threads() <= 3);
         pool.shutdown();
     }
 
