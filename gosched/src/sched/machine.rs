@@ -63,8 +63,14 @@
 //!   (a reset token is never trusted), so no wake-up is lost. Parked on the
 //!   idle list and woken by homed work, the M leaves the list for an idle P or
 //!   the want-P list; if `wakep` popped it first, a P is already on its way.
-//! - *Shutdown.* An exiting M moves its `next` and `localq` into its inbox;
-//!   teardown closes and drains every inbox (later pushes cancel the task).
+//!   Before parking, an M with live homed goroutines watches its inbox for up
+//!   to `HOMED_SPIN` (20 µs) while another P is busy (`homed_spin`): its
+//!   goroutines cannot go to the other M, so each hand-off with that M's
+//!   goroutines would otherwise cost a park and a futex wake.
+//! - *Shutdown.* An exiting M cancels the goroutines homed on it, on its own
+//!   thread (`cancel_homed`: `next`, `localq`, inbox, and its parked ones
+//!   from the owned list); teardown closes and drains every inbox (later
+//!   pushes cancel the task: complete already, or never started).
 //!
 //! Cost: a goroutine readied on another M runs only when its home M gets to it
 //! (and wakes it if parked); work does not rebalance after the first run, so
