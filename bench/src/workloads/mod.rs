@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 pub mod s1_syscall;
 pub mod t1_after;
+pub mod w13_churn;
 pub mod w1_spawn;
 pub mod w2_skynet;
 pub mod w3_pingpong;
@@ -143,10 +144,14 @@ pub enum Workload {
     S1Syscall,
     /// Fast blocking calls (`getppid`), 100 units: the fixed cost.
     S2Getppid,
+    /// Timers: units each sleep 10 ms (issue 25).
+    W8Sleep,
+    /// Churn: units alive at once, all released and joined (issue 25).
+    W13Churn,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 10] = [
+    pub const ALL: [Workload; 12] = [
         Workload::W1Spawn,
         Workload::W2Skynet,
         Workload::W3Pingpong,
@@ -157,6 +162,8 @@ impl Workload {
         Workload::T1After,
         Workload::S1Syscall,
         Workload::S2Getppid,
+        Workload::W8Sleep,
+        Workload::W13Churn,
     ];
 
     pub fn id(self) -> &'static str {
@@ -171,6 +178,8 @@ impl Workload {
             Workload::T1After => "t1",
             Workload::S1Syscall => "s1",
             Workload::S2Getppid => "s2",
+            Workload::W8Sleep => "w8",
+            Workload::W13Churn => "w13",
         }
     }
 
@@ -186,6 +195,8 @@ impl Workload {
             Workload::T1After => "after",
             Workload::S1Syscall => "syscall",
             Workload::S2Getppid => "getppid",
+            Workload::W8Sleep => "sleep",
+            Workload::W13Churn => "churn",
         }
     }
 
@@ -260,6 +271,10 @@ impl Workload {
             Workload::S1Syscall | Workload::S2Getppid => {
                 matches!(imp, Impl::GoschedGo | Impl::GoschedGoMigrate | Impl::Go)
             }
+            Workload::W8Sleep | Workload::W13Churn => matches!(
+                imp,
+                Impl::GoschedGo | Impl::GoschedGoMigrate | Impl::GoschedAsync | Impl::Go
+            ),
             _ => !imp.is_threads(),
         }
     }
@@ -310,6 +325,8 @@ impl Workload {
             (Workload::S1Syscall, true) => 20_000,
             (Workload::S2Getppid, false) => 1_000_000,
             (Workload::S2Getppid, true) => 100_000,
+            (Workload::W8Sleep | Workload::W13Churn, false) => 100_000,
+            (Workload::W8Sleep | Workload::W13Churn, true) => 20_000,
         }
     }
 
@@ -406,6 +423,15 @@ impl Workload {
                 s1_syscall::UNITS,
                 group(size)
             ),
+            Workload::W8Sleep => format!(
+                "{} units each sleep 10 ms, joined with a WaitGroup; wall time (ideal 10 ms)",
+                group(size)
+            ),
+            Workload::W13Churn => format!(
+                "{} units each park on their own channel, all closed, all joined (WaitGroup); ms per round, {} rounds after a warm-up round",
+                group(size),
+                w13_churn::ROUNDS
+            ),
         }
     }
 
@@ -419,13 +445,16 @@ impl Workload {
             Workload::W7Parked => "bytes/unit",
             Workload::T1After => "ns/after",
             Workload::S1Syscall | Workload::S2Getppid => "ns/call",
+            Workload::W8Sleep => "ms",
+            Workload::W13Churn => "ms/round",
         }
     }
 
     /// What `Sample::result` must be.
     pub fn expected(self, size: u64, procs: usize) -> u64 {
         match self {
-            Workload::W1Spawn | Workload::W7Parked | Workload::T1After => size,
+            Workload::W1Spawn | Workload::W7Parked | Workload::T1After | Workload::W8Sleep => size,
+            Workload::W13Churn => size * w13_churn::ROUNDS,
             Workload::S1Syscall | Workload::S2Getppid => {
                 size / s1_syscall::UNITS * s1_syscall::UNITS
             }
@@ -439,7 +468,8 @@ impl Workload {
     /// The reported figure of one sample, in [`Workload::unit`].
     pub fn primary(self, s: &Sample, size: u64, procs: usize) -> f64 {
         match self {
-            Workload::W1Spawn | Workload::W2Skynet => s.elapsed_ns as f64 / 1e6,
+            Workload::W1Spawn | Workload::W2Skynet | Workload::W8Sleep => s.elapsed_ns as f64 / 1e6,
+            Workload::W13Churn => s.elapsed_ns as f64 / 1e6 / w13_churn::ROUNDS as f64,
             Workload::W4Yield => s.elapsed_ns as f64 / (2 * procs as u64 * size) as f64,
             Workload::W3Pingpong
             | Workload::W5Mpmc
@@ -472,6 +502,8 @@ impl Workload {
                 format!("{:.0} ms", median_elapsed_ns / 1e6)
             }
             Workload::W7Parked => format!("{:.0} ms to park", median_elapsed_ns / 1e6),
+            Workload::W8Sleep => format!("{:.1}× ideal", median_primary / 10.0),
+            Workload::W13Churn => format!("{:.0} ns/unit", median_primary * 1e6 / size as f64),
         }
     }
 }
@@ -526,6 +558,8 @@ pub fn run_one(w: Workload, imp: Impl, procs: usize, size: u64) -> Result<(), St
         Workload::T1After => t1_after::run(imp, procs, size),
         Workload::S1Syscall => s1_syscall::run(imp, procs, size, true),
         Workload::S2Getppid => s1_syscall::run(imp, procs, size, false),
+        Workload::W8Sleep => w13_churn::run_sleep(imp, procs, size),
+        Workload::W13Churn => w13_churn::run(imp, procs, size),
     };
     let line = crate::json::Obj::new()
         .str("workload", w.id())

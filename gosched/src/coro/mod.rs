@@ -283,21 +283,27 @@ fn release_stack(stack: Stack) {
         if stack.pool_id() != shared.stacks.id() {
             return Some(stack);
         }
-        match p {
+        let scavenge = match p {
             // SAFETY: as above.
             Some(p) => unsafe { p.local().stacks.put(&shared.stacks, stack) },
             None => {
                 let size = stack.size();
-                shared.stacks.free(stack);
+                let scavenge = shared.stacks.free(stack);
                 shared.stacks.unreserve(size, 1);
+                scavenge
             }
+        };
+        if scavenge {
+            shared.scavenge_stacks_soon();
         }
         None
     });
     if let Some(stack) = foreign {
         if let Some(owner) = context::runtime_of_pool(stack.pool_id()) {
             let size = stack.size();
-            owner.stacks.free(stack);
+            if owner.stacks.free(stack) {
+                owner.scavenge_stacks_soon();
+            }
             owner.stacks.unreserve(size, 1);
         }
     }

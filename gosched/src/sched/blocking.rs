@@ -85,19 +85,30 @@ impl BlockingPool {
     ///
     /// # Panics
     /// When a new thread is needed and the OS refuses to start one (the job is
-    /// not queued then: the caller keeps the obligation to run it).
+    /// dropped unrun then).
     pub(crate) fn submit(&self, job: Job) {
+        if let Err(e) = self.try_submit(job) {
+            panic!(
+                "gosched: cannot start a thread for a blocking call ({e}); \
+                 the process is out of threads or memory"
+            );
+        }
+    }
+
+    /// `submit`, or the OS's refusal to start a needed thread (the job is
+    /// dropped then, not run).
+    pub(crate) fn try_submit(&self, job: Job) -> std::io::Result<()> {
         let mut st = self.inner.lock();
         if st.waiting > st.claims {
             st.claims += 1;
             st.queue.push_back(job);
             drop(st);
             self.inner.work.notify_one();
-            return;
+            return Ok(());
         }
         if st.threads >= MAX_THREADS {
             st.queue.push_back(job);
-            return;
+            return Ok(());
         }
         st.threads += 1;
         drop(st);
@@ -107,11 +118,9 @@ impl BlockingPool {
             .spawn(move || inner.run(Some(job)));
         if let Err(e) = spawned {
             self.inner.lock().threads -= 1;
-            panic!(
-                "gosched: cannot start a thread for a blocking call ({e}); \
-                 the process is out of threads or memory"
-            );
+            return Err(e);
         }
+        Ok(())
     }
 
     /// Threads the pool runs now.
@@ -159,6 +168,37 @@ impl Inner {
             }
         }
         st.threads -= 1;
+    }
+}
+
+/// How often the stack scavenger takes a step, and how many stacks one step
+/// releases at most (`StackPool::scavenge`): a burst of 100,000 freed stacks
+/// is returned within about 4 s, in one `madvise` per run of adjacent stacks.
+const SCAVENGE_PERIOD: Duration = Duration::from_millis(250);
+const SCAVENGE_BATCH: usize = 8192;
+
+impl super::Shared {
+    /// Start the stack scavenger (`stack/mod.rs`, "Scavenging") on a thread
+    /// of the blocking pool: off the spawn and exit paths, it returns the
+    /// pages of stacks that stayed free for a while, a step per period,
+    /// until no hot list is over its bound. Holds only a `Weak` to the
+    /// runtime between steps.
+    pub(crate) fn scavenge_stacks_soon(self: &Arc<Self>) {
+        let runtime = Arc::downgrade(self);
+        let started = self.blocking.try_submit(Box::new(move || loop {
+            std::thread::sleep(SCAVENGE_PERIOD);
+            let Some(shared) = runtime.upgrade() else {
+                return;
+            };
+            if !shared.stacks.scavenge(SCAVENGE_BATCH) {
+                return;
+            }
+        }));
+        if started.is_err() {
+            // Out of threads or memory: no scavenger now (the stacks stay
+            // resident); a later free over the bound asks again.
+            self.stacks.scavenger_not_started();
+        }
     }
 }
 

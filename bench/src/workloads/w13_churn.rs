@@ -1,0 +1,154 @@
+//! W13 churn (issue 25): `n` units each park on a channel of their own, all
+//! are released (the channels closed), all are joined — one round. One
+//! warm-up round, then [`ROUNDS`] timed rounds; reported in ms per round.
+//!
+//! What it measures: goroutines that are alive at the same time and then
+//! end, so their stacks go back to the pool in a burst (W1's units end one
+//! by one and share a few stacks). Same method in `bench/go/w13_churn.go`
+//! (`sync.WaitGroup`, one `chan struct{}` per goroutine).
+//!
+//! W8 timers (`w8_sleep`) lives beside it: `n` units each sleep 10 ms.
+
+use std::time::{Duration, Instant};
+
+use super::{Impl, Sample};
+
+/// Timed rounds after the warm-up round.
+pub const ROUNDS: u64 = 3;
+
+/// W8's sleep.
+pub const SLEEP: Duration = Duration::from_millis(10);
+
+pub fn run(imp: Impl, procs: usize, n: u64) -> Sample {
+    match imp {
+        #[cfg(feature = "gosched")]
+        Impl::GoschedGo => gosched_go(procs, n),
+        #[cfg(feature = "gosched")]
+        Impl::GoschedAsync => gosched_async(procs, n),
+        _ => {
+            let _ = (procs, n);
+            unreachable!("{imp:?} is not built into this binary")
+        }
+    }
+}
+
+pub fn run_sleep(imp: Impl, procs: usize, n: u64) -> Sample {
+    match imp {
+        #[cfg(feature = "gosched")]
+        Impl::GoschedGo => gosched_go_sleep(procs, n),
+        #[cfg(feature = "gosched")]
+        Impl::GoschedAsync => gosched_async_sleep(procs, n),
+        _ => {
+            let _ = (procs, n);
+            unreachable!("{imp:?} is not built into this binary")
+        }
+    }
+}
+
+#[cfg(feature = "gosched")]
+fn gosched_go(procs: usize, n: u64) -> Sample {
+    let rt = super::gosched_runtime(procs);
+    let round = move || {
+        let wg = gosched::sync::WaitGroup::new();
+        let chans: Vec<_> = (0..n)
+            .map(|_| {
+                let c = gosched::chan::<()>(0);
+                let (r, wg) = (c.clone(), wg.clone());
+                wg.add(1);
+                gosched::go(move || {
+                    let _ = r.recv();
+                    wg.done();
+                });
+                c
+            })
+            .collect();
+        for c in &chans {
+            c.close().expect("open");
+        }
+        wg.wait();
+        n
+    };
+    rt.block_on(rt.go(round)).expect("warm-up");
+    let t = Instant::now();
+    let mut done = 0;
+    for _ in 0..ROUNDS {
+        done += rt.block_on(rt.go(round)).expect("round");
+    }
+    Sample::timed(t.elapsed(), done)
+}
+
+#[cfg(feature = "gosched")]
+fn gosched_async(procs: usize, n: u64) -> Sample {
+    let rt = super::gosched_runtime(procs);
+    let round = move || async move {
+        let wg = gosched::sync::WaitGroup::new();
+        let chans: Vec<_> = (0..n)
+            .map(|_| {
+                let c = gosched::chan::<()>(0);
+                let (r, wg) = (c.clone(), wg.clone());
+                wg.add(1);
+                gosched::spawn(async move {
+                    let _ = r.recv_async().await;
+                    wg.done();
+                });
+                c
+            })
+            .collect();
+        for c in &chans {
+            c.close().expect("open");
+        }
+        wg.wait_async().await;
+        n
+    };
+    rt.block_on(rt.spawn(round())).expect("warm-up");
+    let t = Instant::now();
+    let mut done = 0;
+    for _ in 0..ROUNDS {
+        done += rt.block_on(rt.spawn(round())).expect("round");
+    }
+    Sample::timed(t.elapsed(), done)
+}
+
+#[cfg(feature = "gosched")]
+fn gosched_go_sleep(procs: usize, n: u64) -> Sample {
+    let rt = super::gosched_runtime(procs);
+    let t = Instant::now();
+    let done = rt
+        .block_on(rt.go(move || {
+            let wg = gosched::sync::WaitGroup::new();
+            for _ in 0..n {
+                let wg2 = wg.clone();
+                wg.add(1);
+                gosched::go(move || {
+                    gosched::time::sleep(SLEEP);
+                    wg2.done();
+                });
+            }
+            wg.wait();
+            n
+        }))
+        .expect("root");
+    Sample::timed(t.elapsed(), done)
+}
+
+#[cfg(feature = "gosched")]
+fn gosched_async_sleep(procs: usize, n: u64) -> Sample {
+    let rt = super::gosched_runtime(procs);
+    let t = Instant::now();
+    let done = rt
+        .block_on(rt.spawn(async move {
+            let wg = gosched::sync::WaitGroup::new();
+            for _ in 0..n {
+                let wg2 = wg.clone();
+                wg.add(1);
+                gosched::spawn(async move {
+                    gosched::time::sleep_async(SLEEP).await;
+                    wg2.done();
+                });
+            }
+            wg.wait_async().await;
+            n
+        }))
+        .expect("root");
+    Sample::timed(t.elapsed(), done)
+}
