@@ -136,6 +136,28 @@ fn give_to_depot(c: usize, batch: Chain) {
     }
 }
 
+/// Give every block of the depot back to the system allocator (the stack
+/// scavenger's last step after a burst: the depot may hold up to
+/// `DEPOT_MAX * BATCH` blocks per class that nothing will reuse soon).
+/// Thread caches keep theirs (at most `CACHE_MAX` per class and thread).
+#[cfg(not(loom))]
+pub(crate) fn trim_depot() {
+    let all: Vec<(usize, Chain)> = {
+        let mut depot = DEPOT.lock().unwrap_or_else(|e| e.into_inner());
+        depot
+            .iter_mut()
+            .enumerate()
+            .flat_map(|(c, chains)| chains.drain(..).map(move |ch| (c, ch)))
+            .collect()
+    };
+    for (c, mut chain) in all {
+        while let Some(p) = chain.pop() {
+            // SAFETY: allocated with the class layout.
+            unsafe { dealloc(p, class_layout(c)) };
+        }
+    }
+}
+
 /// Allocate memory for a task of `layout`.
 pub(crate) fn alloc_task(layout: Layout) -> NonNull<u8> {
     let Some(c) = class_of(layout) else {

@@ -191,6 +191,8 @@ impl super::Shared {
                 return;
             };
             if !shared.stacks.scavenge(SCAVENGE_BATCH) {
+                super::alloc::trim_depot();
+                trim_heap();
                 return;
             }
         }));
@@ -199,6 +201,20 @@ impl super::Shared {
             // resident); a later free over the bound asks again.
             self.stacks.scavenger_not_started();
         }
+    }
+}
+
+/// After a burst, the tasks' and channels' memory is free in the C heap but
+/// not returned to the OS (glibc only gives back the top of its heap): ask
+/// it to, once, when a scavenger run ends. `malloc_trim` walks the arenas
+/// under their locks, so it is not done more often. A no-op with other C
+/// libraries; with a custom Rust global allocator it trims only what went
+/// through glibc.
+fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `malloc_trim` has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
