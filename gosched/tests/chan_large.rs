@@ -7,7 +7,7 @@
 //! stack before (8–12 copies on the way). Runs in a child process: an
 //! overflow aborts.
 
-use std::process::Command;
+mod common;
 
 const CHILD_ENV: &str = "GOSCHED_TEST_CHAN_LARGE_CHILD";
 const N: usize = if cfg!(debug_assertions) { 32 } else { 64 } * 1024;
@@ -58,16 +58,7 @@ fn large_values_child() {
 
 #[test]
 fn large_values_fit_the_default_stack() {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "large_values_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, "1")
-        .output()
-        .unwrap();
+    let out = common::run_child_test("large_values_child", CHILD_ENV);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

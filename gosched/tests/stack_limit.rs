@@ -4,7 +4,7 @@
 //! dies at its first run for want of a stack. Runs in a child process, whose
 //! limit cannot disturb the other tests.
 
-use std::process::Command;
+mod common;
 
 const CHILD_ENV: &str = "GOSCHED_TEST_STACK_LIMIT_CHILD";
 const SPAWNS: usize = 20_000;
@@ -70,16 +70,7 @@ fn stack_limit_child() {
 
 #[test]
 fn try_go_reports_stack_exhaustion_at_spawn() {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "stack_limit_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, "1")
-        .output()
-        .unwrap();
+    let out = common::run_child_test("stack_limit_child", CHILD_ENV);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "child failed:\n{stdout}\n{stderr}");

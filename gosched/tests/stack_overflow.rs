@@ -1,7 +1,7 @@
 //! A goroutine that overflows its stack aborts the process with a clear message
 //! (never a bare SIGSEGV). Runs the scenario in a child process.
 
-use std::process::Command;
+mod common;
 
 const CHILD_ENV: &str = "GOSCHED_TEST_OVERFLOW_CHILD";
 
@@ -30,16 +30,7 @@ fn overflow_child() {
 
 #[test]
 fn goroutine_stack_overflow_is_reported_and_aborts() {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "overflow_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, "1")
-        .output()
-        .unwrap();
+    let out = common::run_child_test("overflow_child", CHILD_ENV);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "child must die: {stderr}");
     assert!(

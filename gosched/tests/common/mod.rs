@@ -59,3 +59,13 @@ impl Drop for DropCounter {
         self.0.fetch_add(1, Ordering::SeqCst);
     }
 }
+
+/// Runs the test `name` of this test binary alone in a child process with
+/// `env` set to "1" (tests that change process-wide limits, or must abort).
+pub fn run_child_test(name: &str, env: &str) -> std::process::Output {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(env, "1")
+        .output()
+        .unwrap()
+}
