@@ -130,8 +130,13 @@ where
     task::spawn(fut)
 }
 
-/// Go's `runtime.Gosched`: put the calling goroutine on the global run queue and
-/// let others run. On a plain thread, `std::thread::yield_now`.
+/// Go's `runtime.Gosched`: let the other runnable goroutines run, then go on.
+/// The caller goes to the back of its P's run queue (of its M's own queue
+/// under the thread rule), as Go's `goyield` does, so every goroutine queued
+/// there runs first; the global queue gets a turn every 61 schedule ticks, and
+/// at once when nothing else is queued locally (then the caller goes to the
+/// global queue's tail, Go's `Gosched`). On a plain thread,
+/// `std::thread::yield_now`.
 ///
 /// # Panics
 /// Inside an async task: use `gosched::task::yield_now().await` there.

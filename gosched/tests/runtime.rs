@@ -435,3 +435,56 @@ fn block_on_inside_another_runtimes_goroutine_panics_clearly() {
         2
     );
 }
+
+/// `yield_now` goes to the back of the local queue (Go's goyield) but keeps
+/// the fairness of Go's Gosched within the 1/61 rule: on 1 P, with a second
+/// goroutine keeping the local queue busy, a task spawned from a plain thread
+/// (into the global queue) runs within about 61 yields of the yielder.
+#[test]
+fn yield_lets_the_global_queue_run() {
+    use std::sync::atomic::AtomicBool;
+    for migrate in [false, true] {
+        let b = gosched::Builder::new().procs(1);
+        // SAFETY: these goroutines touch no thread-local across a blocking call.
+        let rt = unsafe { b.migrate_goroutines(migrate) }.build().unwrap();
+        for _ in 0..20 {
+            let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
+            let flag = Arc::new(AtomicBool::new(false));
+            let stop = Arc::new(AtomicBool::new(false));
+            let s2 = stop.clone();
+            let busy = rt.go(move || {
+                while !s2.load(SeqCst) {
+                    gosched::yield_now();
+                }
+            });
+            let f = flag.clone();
+            let spawned = Arc::new(AtomicBool::new(false));
+            let sp = spawned.clone();
+            let yielder = rt.go(move || {
+                started_tx.send(()).unwrap();
+                // Count the yields from when the global task exists.
+                let mut yields = 0u64;
+                while !f.load(SeqCst) {
+                    let counting = sp.load(SeqCst);
+                    gosched::yield_now();
+                    if counting {
+                        yields += 1;
+                    }
+                    assert!(yields < 100_000, "the global queue never ran");
+                }
+                yields
+            });
+            started_rx.recv().unwrap();
+            let f = flag.clone();
+            let _global = rt.spawn(async move { f.store(true, SeqCst) });
+            spawned.store(true, SeqCst);
+            let yields = rt.block_on(yielder).unwrap();
+            stop.store(true, SeqCst);
+            rt.block_on(busy).unwrap();
+            assert!(
+                yields <= 2 * 61 + 8,
+                "{yields} yields before the global task ran (migrate {migrate})"
+            );
+        }
+    }
+}

@@ -450,14 +450,18 @@ impl MachineCtx {
                 // Homed: woken while it ran, or yielding: the back of our own
                 // queue (never the global one, where another M could take it).
                 self.localq.borrow_mut().push_back(t);
-            } else if still_own && !yielded {
-                // Woken while it ran: back of the local queue (Go's goyield).
+            } else if still_own && (!yielded || p.has_work() || self.shared.global_len() == 0) {
+                // Woken while it ran, or yielding (Go's goyield): the back of
+                // the local queue. Every G queued here runs before it, and the
+                // global queue gets a G every 61 ticks (`GLOBAL_FAIRNESS_TICK`)
+                // — or at once, below, when the local queue is empty.
                 // SAFETY: we own `p` (RUNNING).
                 unsafe { p.runqput_tail(t, |b| self.shared.global_push_batch(b)) };
-            } else if still_own && !p.has_work() {
-                // `yield_now` (Go's Gosched) with nothing local: to the global
-                // queue's tail, and refill from its head in the same critical
-                // section (what find_runnable would do next with a second lock).
+            } else if still_own {
+                // `yield_now` with nothing local but work in the global queue:
+                // to the global queue's tail, and refill from its head in the
+                // same critical section (Go's Gosched; what find_runnable would
+                // do next with a second lock).
                 self.shared.global_push_and_refill(t, p);
             } else {
                 // `yield_now`, or no P: the global queue.
