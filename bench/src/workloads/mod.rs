@@ -273,7 +273,11 @@ impl Workload {
             }
             Workload::W8Sleep | Workload::W13Churn => matches!(
                 imp,
-                Impl::GoschedGo | Impl::GoschedGoMigrate | Impl::GoschedAsync | Impl::Go
+                Impl::GoschedGo
+                    | Impl::GoschedGoMigrate
+                    | Impl::GoschedAsync
+                    | Impl::Go
+                    | Impl::Tokio
             ),
             _ => !imp.is_threads(),
         }

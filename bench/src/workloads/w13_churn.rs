@@ -21,6 +21,7 @@ pub const SLEEP: Duration = Duration::from_millis(10);
 
 pub fn run(imp: Impl, procs: usize, n: u64) -> Sample {
     match imp {
+        Impl::Tokio => tokio_tasks(procs, n),
         #[cfg(feature = "gosched")]
         Impl::GoschedGo => gosched_go(procs, n),
         #[cfg(feature = "gosched")]
@@ -34,6 +35,7 @@ pub fn run(imp: Impl, procs: usize, n: u64) -> Sample {
 
 pub fn run_sleep(imp: Impl, procs: usize, n: u64) -> Sample {
     match imp {
+        Impl::Tokio => tokio_sleep(procs, n),
         #[cfg(feature = "gosched")]
         Impl::GoschedGo => gosched_go_sleep(procs, n),
         #[cfg(feature = "gosched")]
@@ -151,4 +153,62 @@ fn gosched_async_sleep(procs: usize, n: u64) -> Sample {
         }))
         .expect("root");
     Sample::timed(t.elapsed(), done)
+}
+
+/// tokio tasks: each parks on a `tokio::sync::oneshot` whose sender is
+/// dropped to release it (a closed channel); a countdown signals the end.
+fn tokio_tasks(procs: usize, n: u64) -> Sample {
+    use super::Countdown;
+    use tokio::sync::oneshot;
+    let rt = super::tokio_runtime(procs);
+    let round = |rt: &tokio::runtime::Runtime| {
+        let (done_tx, done_rx) = oneshot::channel::<()>();
+        let finished = Countdown::leak(n, done_tx);
+        let senders: Vec<_> = rt.block_on(async {
+            (0..n)
+                .map(|_| {
+                    let (tx, rx) = oneshot::channel::<()>();
+                    tokio::spawn(async move {
+                        let _ = rx.await;
+                        if let Some(done) = finished.bump() {
+                            let _ = done.send(());
+                        }
+                    });
+                    tx
+                })
+                .collect()
+        });
+        drop(senders); // closes every channel
+        rt.block_on(done_rx).expect("done signal");
+        finished.count()
+    };
+    round(&rt);
+    let t = Instant::now();
+    let mut done = 0;
+    for _ in 0..ROUNDS {
+        done += round(&rt);
+    }
+    Sample::timed(t.elapsed(), done)
+}
+
+/// tokio tasks each `tokio::time::sleep(10 ms)`; a countdown signals the end.
+fn tokio_sleep(procs: usize, n: u64) -> Sample {
+    use super::Countdown;
+    use tokio::sync::oneshot;
+    let rt = super::tokio_runtime(procs);
+    let (done_tx, done_rx) = oneshot::channel::<()>();
+    let finished = Countdown::leak(n, done_tx);
+    let t = Instant::now();
+    rt.block_on(async {
+        for _ in 0..n {
+            tokio::spawn(async move {
+                tokio::time::sleep(SLEEP).await;
+                if let Some(done) = finished.bump() {
+                    let _ = done.send(());
+                }
+            });
+        }
+    });
+    rt.block_on(done_rx).expect("done signal");
+    Sample::timed(t.elapsed(), finished.count())
 }
