@@ -37,8 +37,11 @@ pub(crate) mod sync {
 #[cfg(not(loom))]
 pub(crate) mod cell {
     /// `UnsafeCell` with loom's closure-based access API, so that the same code
-    /// compiles in both builds.
+    /// compiles in both builds. Transparent: it has the layout of `T` (as std's
+    /// `UnsafeCell` does), so a field can be initialised through a cast
+    /// pointer (`chan::core::Waiter::empty`).
     #[derive(Debug)]
+    #[repr(transparent)]
     pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
 
     impl<T> UnsafeCell<T> {

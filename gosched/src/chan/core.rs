@@ -204,8 +204,11 @@ impl<T> Waiter<T> {
             std::ptr::addr_of_mut!((*p).state).write(AtomicU8::new(WAITING));
             std::ptr::addr_of_mut!((*p).notify).write(notify);
             std::ptr::addr_of_mut!((*p).links).write(UnsafeCell::new(Links::new()));
-            let slot = std::ptr::addr_of_mut!((*p).slot);
-            (*slot).with_mut(|v| v.write(None));
+            // No reference to the uninitialised field is made: the cell is
+            // `repr(transparent)` over `Option<T>` (`crate::loom::cell`).
+            std::ptr::addr_of_mut!((*p).slot)
+                .cast::<Option<T>>()
+                .write(None);
             w.assume_init()
         }
     }
