@@ -283,42 +283,46 @@ fn release_stack(stack: Stack) {
         if stack.pool_id() != shared.stacks.id() {
             return Some(stack);
         }
-        let scavenge = match p {
-            // SAFETY: as above.
-            Some(p) => unsafe { p.local().stacks.put(&shared.stacks, stack) },
-            None => {
-                let size = stack.size();
-                let scavenge = shared.stacks.free(stack);
-                shared.stacks.unreserve(size, 1);
-                scavenge
+        match p {
+            Some(p) => {
+                // SAFETY: as above.
+                let scavenge = unsafe { p.local().stacks.put(&shared.stacks, stack) };
+                if scavenge {
+                    shared.scavenge_stacks_soon();
+                }
             }
-        };
-        if scavenge {
-            shared.scavenge_stacks_soon();
+            None => free_stack(shared, stack),
         }
         None
     });
     if let Some(stack) = foreign {
         if let Some(owner) = context::runtime_of_pool(stack.pool_id()) {
-            let size = stack.size();
-            if owner.stacks.free(stack) {
-                owner.scavenge_stacks_soon();
-            }
-            owner.stacks.unreserve(size, 1);
+            free_stack(&owner, stack);
         }
     }
 }
 
-/// A goroutine dropped before it ran gives its stack promise back.
+/// A stack and its promise straight back to `shared`'s pool (no P cache at
+/// hand), starting the scavenger if the pool asks for one.
+fn free_stack(shared: &Arc<Shared>, stack: Stack) {
+    let size = stack.size();
+    if shared.stacks.free(stack) {
+        shared.scavenge_stacks_soon();
+    }
+    shared.stacks.unreserve(size, 1);
+}
+
+/// A goroutine dropped before it ran gives its stack promise back to the
+/// pool that made it (the current runtime's, else found by id).
 fn unreserve_stack(pool: u32, size: usize) {
-    let done = with_current(|shared| {
+    let here = with_current(|shared| {
         let here = shared.stacks.id() == pool;
         if here {
             shared.stacks.unreserve(size, 1);
         }
         here
     });
-    if !done {
+    if !here {
         if let Some(owner) = context::runtime_of_pool(pool) {
             owner.stacks.unreserve(size, 1);
         }

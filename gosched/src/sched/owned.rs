@@ -29,6 +29,38 @@ struct List {
 // SAFETY: the raw pointers are task references, only followed under the lock.
 unsafe impl Send for List {}
 
+impl List {
+    /// Unlink `ptr` from this list; false if it is not linked here.
+    ///
+    /// # Safety
+    /// The caller holds this list's shard lock and a reference to `ptr`'s task.
+    unsafe fn unlink(&mut self, ptr: NonNull<Header>) -> bool {
+        // SAFETY: links are guarded by the shard lock the caller holds, and
+        // every linked task is alive (the list holds a reference).
+        unsafe {
+            let h = ptr.as_ref();
+            let prev = h.owned_prev.with(|p| *p);
+            let next = h.owned_next.with(|n| *n);
+            match prev {
+                Some(p) => p.as_ref().owned_next.with_mut(|n| *n = next),
+                None => {
+                    if self.head != Some(ptr) {
+                        return false; // not linked
+                    }
+                    self.head = next;
+                }
+            }
+            if let Some(n) = next {
+                n.as_ref().owned_prev.with_mut(|p| *p = prev);
+            }
+            h.owned_prev.with_mut(|p| *p = None);
+            h.owned_next.with_mut(|n| *n = None);
+        }
+        self.len -= 1;
+        true
+    }
+}
+
 impl OwnedTasks {
     pub(crate) fn new(procs: usize) -> Self {
         let n = (procs * 4).next_power_of_two();
@@ -77,29 +109,8 @@ impl OwnedTasks {
     pub(crate) fn remove(&self, ptr: NonNull<Header>) -> bool {
         // SAFETY: the caller holds a reference, so the header is alive.
         let id = unsafe { ptr.as_ref() }.id;
-        let mut list = lock(self.shard(id));
-        // SAFETY: links are guarded by the shard lock we hold.
-        unsafe {
-            let h = ptr.as_ref();
-            let prev = h.owned_prev.with(|p| *p);
-            let next = h.owned_next.with(|n| *n);
-            match prev {
-                Some(p) => p.as_ref().owned_next.with_mut(|n| *n = next),
-                None => {
-                    if list.head != Some(ptr) {
-                        return false; // not linked
-                    }
-                    list.head = next;
-                }
-            }
-            if let Some(n) = next {
-                n.as_ref().owned_prev.with_mut(|p| *p = prev);
-            }
-            h.owned_prev.with_mut(|p| *p = None);
-            h.owned_next.with_mut(|n| *n = None);
-        }
-        list.len -= 1;
-        true
+        // SAFETY: we hold the shard lock and a reference to the task.
+        unsafe { lock(self.shard(id)).unlink(ptr) }
     }
 
     /// Refuse new tasks from now on.
@@ -130,19 +141,9 @@ impl OwnedTasks {
                     if !pred(h) {
                         continue;
                     }
-                    let prev = h.owned_prev.with(|p| *p);
-                    match prev {
-                        Some(p) => p.as_ref().owned_next.with_mut(|n| *n = cur),
-                        None => list.head = cur,
-                    }
-                    if let Some(n) = cur {
-                        n.as_ref().owned_prev.with_mut(|p| *p = prev);
-                    }
-                    h.owned_prev.with_mut(|p| *p = None);
-                    h.owned_next.with_mut(|n| *n = None);
+                    list.unlink(ptr);
                     // Nobody holds RUNNING (the caller's obligation).
                     h.owned_linked.with_mut(|l| *l = false);
-                    list.len -= 1;
                     taken.push(Task::from_raw(ptr));
                 }
             }
@@ -155,20 +156,14 @@ impl OwnedTasks {
         for s in self.shards.iter() {
             let mut list = lock(s);
             if let Some(ptr) = list.head {
-                // SAFETY: under the lock; `ptr` is linked and alive (we hold its reference).
+                // SAFETY: under the lock; `ptr` is linked and alive (the list
+                // holds its reference, which moves to the returned Task).
                 unsafe {
-                    let next = ptr.as_ref().owned_next.with(|n| *n);
-                    if let Some(n) = next {
-                        n.as_ref().owned_prev.with_mut(|p| *p = None);
-                    }
-                    ptr.as_ref().owned_next.with_mut(|n| *n = None);
+                    list.unlink(ptr);
                     // No M runs any more (shutdown): nobody else reads the flag.
                     ptr.as_ref().owned_linked.with_mut(|l| *l = false);
-                    list.head = next;
+                    return Some(Task::from_raw(ptr));
                 }
-                list.len -= 1;
-                // SAFETY: the list's reference moves to the returned Task.
-                return Some(unsafe { Task::from_raw(ptr) });
             }
         }
         None
