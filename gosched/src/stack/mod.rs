@@ -154,8 +154,9 @@
 //! mapped slab, and carving needs no new `mmap`. (A stack allocated without
 //! a promise, as the unit tests do, can take that room; the runtime always
 //! promises first.) Near an address-space limit, `reserve` halves its slab
-//! size and leaves [`HEADROOM`] unmapped for the rest of the process (malloc
-//! and threads must not starve because stacks took everything).
+//! size and leaves a headroom (a quarter of the limit, 256 MiB at least)
+//! unmapped for the rest of the process (malloc and threads must not starve
+//! because stacks took everything).
 //!
 //! # Who may write what
 //!
@@ -979,16 +980,17 @@ impl StackPool {
                 inner.classes[ci].committed += grant;
                 return Ok(grant);
             }
-            // Map a slab big enough for the promise. Near an address-space
-            // limit (a map failed), halve the size but leave `HEADROOM` of
-            // address space to the rest of the process (malloc, threads):
-            // stacks must not starve it.
+            // Map a slab big enough for the promise, but leave `headroom()`
+            // of address space to the rest of the process (malloc arenas,
+            // thread stacks): stacks must not starve it. Near a limit, halve
+            // the size until a slab fits with the headroom beside it. (The
+            // probe is two syscalls per slab map; slabs double, so maps are
+            // rare.)
             let need = class.committed + slack + 1 - class.capacity;
             let mut stacks = class.next_slab_stacks.max(need);
-            let mut near_limit = false;
             let slab = loop {
                 let err = match self.map_slab(&mut inner, ci, stacks) {
-                    Ok(slab) if !near_limit || headroom_left() => break slab,
+                    Ok(slab) if headroom_left() => break slab,
                     Ok(slab) => {
                         self.unmap_last_slab(&mut inner, ci, slab);
                         StackError::Mmap(io::Error::from_raw_os_error(libc::ENOMEM))
@@ -998,7 +1000,6 @@ impl StackPool {
                 if stacks <= need {
                     return Err(err);
                 }
-                near_limit = true;
                 stacks = (stacks / 2).max(need);
                 // Later reservations start from the smaller size.
                 inner.classes[ci].next_slab_stacks = stacks;
@@ -1223,18 +1224,42 @@ fn cache_limit(stride: usize) -> usize {
     (CACHE_MAX_BYTES / stride).clamp(CACHE_MIN_STACKS, CACHE_MAX_STACKS)
 }
 
-/// Address space that `reserve` leaves free for the rest of the process
-/// once a map has failed (an address-space limit is near).
-const HEADROOM: usize = 128 << 20;
+/// Least address space that `reserve` leaves free for the rest of the
+/// process once a map has failed (an address-space limit is near). A
+/// quarter of the limit when that is more: every new thread may need a
+/// malloc arena (glibc reserves 64 MiB per arena and maps 128 MiB while it
+/// aligns one) and its own stack, and 128 MiB proved too little under
+/// `ulimit -v 1G` (a thread started after the stacks had filled the space
+/// failed an 88-byte allocation about once in 20 runs).
+const HEADROOM_MIN: usize = 256 << 20;
 
-/// Whether `HEADROOM` bytes could still be mapped (probed with a
+/// The headroom for the current address-space limit: `max(HEADROOM_MIN,
+/// limit / 4)`.
+fn headroom() -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain syscall filling a valid struct.
+    let quarter = if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } == 0
+        && lim.rlim_cur != libc::RLIM_INFINITY
+    {
+        usize::try_from(lim.rlim_cur / 4).unwrap_or(usize::MAX)
+    } else {
+        0
+    };
+    quarter.max(HEADROOM_MIN)
+}
+
+/// Whether [`headroom`] bytes could still be mapped (probed with a
 /// `PROT_NONE` mapping, unmapped at once).
 fn headroom_left() -> bool {
+    let len = headroom();
     // SAFETY: a fresh inaccessible anonymous mapping; nothing else is affected.
     let probe = unsafe {
         libc::mmap(
             ptr::null_mut(),
-            HEADROOM,
+            len,
             libc::PROT_NONE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
             -1,
@@ -1245,7 +1270,7 @@ fn headroom_left() -> bool {
         return false;
     }
     // SAFETY: exactly the probe mapping above, which nothing references.
-    unsafe { libc::munmap(probe, HEADROOM) };
+    unsafe { libc::munmap(probe, len) };
     true
 }
 
