@@ -51,10 +51,10 @@ extern "C" {
 }
 
 /// With one P busy in a long poll and the other idle, the idle side costs little:
-/// the runnext watcher, with nothing in any `runnext`, looks once a millisecond. The process uses
-/// about one core (the hog) plus the watcher's share.
+/// sysmon, with nothing in any `runnext`, looks once a millisecond. The process uses
+/// about one core (the hog) plus sysmon's share.
 #[test]
-fn watcher_beside_one_busy_p_is_cheap() {
+fn sysmon_beside_one_busy_p_is_cheap() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let rt = rt(2);
     rt.block_on(rt.go(|| ())).unwrap();
@@ -69,7 +69,7 @@ fn watcher_beside_one_busy_p_is_cheap() {
     .unwrap();
     let wall = t.elapsed();
     let extra = (process_cpu() - before).saturating_sub(wall);
-    eprintln!("watcher: {extra:?} CPU beyond the hog in {wall:?}");
+    eprintln!("sysmon: {extra:?} CPU beyond the hog in {wall:?}");
     // Generous bound: a spinning idle M would add ~500 ms.
     assert!(
         extra < wall / 10,

@@ -306,7 +306,7 @@ fn cancelled_goroutine_destructor_may_block() {
 
 /// A G readied into `runnext` by a goroutine that then keeps its P busy (no
 /// runtime call, no park) still runs, on the other P: the readier's M cannot
-/// run it, so the runnext watcher (or Go's `wakep`) must send an M to steal it.
+/// run it, so sysmon's runnext watch (or Go's `wakep`) must send an M to steal it.
 /// Readied both ways: by a channel hand-off to a parked receiver (`try_send` on
 /// a cap-0 channel succeeds only then) and by `go`. Without that M the readier
 /// would spin to its deadline and the assertion says what went wrong.

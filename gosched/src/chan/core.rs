@@ -101,7 +101,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::task::{ready, Context, Poll, Waker};
 
 use super::error::CapacityError;
 use super::queue::{Links, WaitQueue};
@@ -1014,6 +1014,10 @@ impl<T> Future for SendFut<'_, T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        if this.waiter.is_none() {
+            // Not parked yet: a long slice asked to yield yields here.
+            ready!(crate::sched::preempt::poll_preempted(cx));
+        }
         match poll_send(this.inner, &mut this.value, &mut this.waiter, cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
@@ -1141,6 +1145,10 @@ impl<T> Future for RecvFut<'_, T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
         let this = self.get_mut();
+        if this.waiter.is_none() {
+            // Not parked yet: a long slice asked to yield yields here.
+            ready!(crate::sched::preempt::poll_preempted(cx));
+        }
         let mut out = None;
         match poll_recv(this.inner, &mut this.waiter, &mut out, cx) {
             Poll::Ready(()) => Poll::Ready(out),

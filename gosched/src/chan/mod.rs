@@ -169,6 +169,7 @@ macro_rules! send_methods {
         /// Inside an async task, if it would have to wait: use
         /// [`send_async`](Self::send_async) there.
         pub fn send(&self, value: T) -> Result<(), SendError<T>> {
+            crate::coro::preempt_point();
             // The value stays here until it moves to its destination
             // ("Moving values", `core.rs`).
             let mut value = Some(value);
@@ -200,6 +201,7 @@ macro_rules! send_methods {
 
         /// Send without blocking.
         pub fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
+            crate::coro::preempt_point();
             self.inner.try_send(value).map_err(|(v, full)| {
                 if full {
                     TrySendError::Full(v)
@@ -240,6 +242,7 @@ macro_rules! recv_methods {
         /// Inside an async task, if it would have to wait: use
         /// [`recv_async`](Self::recv_async) there.
         pub fn recv(&self) -> Option<T> {
+            crate::coro::preempt_point();
             // The value lands here ("Moving values", `core.rs`).
             let mut out = None;
             if !self.inner.recv_now(&mut out) {
@@ -268,6 +271,7 @@ macro_rules! recv_methods {
 
         /// Receive without blocking.
         pub fn try_recv(&self) -> Result<T, TryRecvError> {
+            crate::coro::preempt_point();
             self.inner.try_recv().map_err(|closed| {
                 if closed {
                     TryRecvError::Closed

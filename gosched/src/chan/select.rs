@@ -422,6 +422,10 @@ impl Future for SelectFut<'_, '_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Selected> {
         let this = self.get_mut();
+        if this.park.is_none() && !this.default {
+            // Not parked yet: a long slice asked to yield yields here.
+            std::task::ready!(crate::sched::preempt::poll_preempted(cx));
+        }
         loop {
             if let Some(park) = this.park.clone() {
                 park.set_waker(cx.waker());
@@ -615,11 +619,13 @@ impl<'a> Select<'a> {
     /// # Panics
     /// Inside an async task: use [`select_async`](Self::select_async).
     pub fn select(&mut self) -> Selected {
+        crate::coro::preempt_point();
         crate::block_on(SelectFut::new(&mut self.arms, false))
     }
 
     /// Complete a ready arm, or return [`Selected::Default`] at once.
     pub fn try_select(&mut self) -> Selected {
+        crate::coro::preempt_point();
         crate::block_on(SelectFut::new(&mut self.arms, true))
     }
 

@@ -363,6 +363,25 @@ pub(crate) fn block_on_goroutine<Fut: Future>(fut: Fut) -> Fut::Output {
     }
 }
 
+/// A runtime call from a goroutine (channel operations, `go`, locks): yield
+/// here if sysmon asked this M's time slice to end (`sched/preempt.rs`). One
+/// relaxed load unless some M is asked.
+#[inline]
+pub(crate) fn preempt_point() {
+    if crate::sched::preempt::requested() {
+        preempt_yield();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn preempt_yield() {
+    if in_goroutine() {
+        crate::sched::preempt::honoured();
+        yield_goroutine();
+    }
+}
+
 /// Go's `Gosched` for a goroutine: requeue on the global queue and let others run.
 pub(crate) fn yield_goroutine() {
     // SAFETY: non-null (caller checked) and valid while we run.
@@ -464,6 +483,7 @@ impl Go {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        preempt_point();
         with_current(|shared| self.spawn_on(shared, f))
     }
 

@@ -58,7 +58,7 @@ use std::time::{Duration, Instant};
 use super::{block_on_goroutine, current_pinned};
 use crate::sched::blocking::Job;
 use crate::sched::context::with_current;
-use crate::sched::syscall::{homed_on_this_m, in_place};
+use crate::sched::syscall::{homed_on_this_m, in_place, lost_p_in_poll};
 
 /// Run `f`, a call that may block its OS thread (a system call, a blocking
 /// library), from a goroutine without holding up the other goroutines of its
@@ -86,12 +86,24 @@ where
                 return hand_off(f, site);
             }
             let t = Instant::now();
-            let r = in_place(f);
+            let r = run_in_place(f);
             record(site, t.elapsed());
             return r;
         }
     }
-    in_place(f)
+    run_in_place(f)
+}
+
+/// `in_place`, then Go's `exitsyscall` for a goroutine: if sysmon handed
+/// our P to another M while `f` blocked and no idle P was to be had, yield,
+/// so that the goroutine waits for a P (its M on the want-P list) instead of
+/// running beside the procs limit.
+fn run_in_place<R>(f: impl FnOnce() -> R) -> R {
+    let r = in_place(f);
+    if lost_p_in_poll() && super::in_goroutine() {
+        super::yield_goroutine();
+    }
+    r
 }
 
 /// Slots of the call-site table.
@@ -132,7 +144,7 @@ fn record(site: &AtomicU32, took: Duration) {
 /// so `f` need not be `Send`, but while it blocks, the other goroutines homed
 /// on the calling M wait too.
 pub fn syscall_local<R>(f: impl FnOnce() -> R) -> R {
-    in_place(f)
+    run_in_place(f)
 }
 
 /// Where the pool thread leaves the result for the parked goroutine.

@@ -159,7 +159,11 @@ pub(crate) fn with_current_p<R>(shared: &Shared, f: impl FnOnce(Option<&Processo
         return f(None);
     };
     let p = &shared.procs[pi];
-    match p.status.enter_runtime() {
+    if !ctx.in_poll.get() {
+        // Scheduler code: the P is ours in RUNNING.
+        return f(Some(p));
+    }
+    match p.status.enter_runtime(ctx.pword.get()) {
         EnterRuntime::Nested => f(Some(p)),
         EnterRuntime::Entered => {
             let r = f(Some(p));
@@ -167,8 +171,20 @@ pub(crate) fn with_current_p<R>(shared: &Shared, f: impl FnOnce(Option<&Processo
             r
         }
         EnterRuntime::Retaken => {
-            ctx.p.set(None);
-            f(None)
+            // Go's `exitsyscall`: an idle P if there is one, else P-less.
+            ctx.lost_p_in_poll();
+            match ctx.p.get() {
+                Some(pi) => {
+                    let p = &shared.procs[pi];
+                    // Ours since `lost_p_in_poll` began a poll on it.
+                    let entered = p.status.enter_runtime(ctx.pword.get());
+                    debug_assert_eq!(entered, EnterRuntime::Entered);
+                    let r = f(Some(p));
+                    p.status.store(status::USER);
+                    r
+                }
+                None => f(None),
+            }
         }
     }
 }

@@ -15,9 +15,9 @@
 //!
 //! | transition | method | who |
 //! |---|---|---|
-//! | P idle → held | `pidleget` (npidle −1, status RUNNING) | `wakep`, an M re-acquiring, the watcher |
+//! | P idle → held | `pidleget` (npidle −1, status RUNNING; wakes sysmon if every P was idle) | `wakep`, an M re-acquiring |
 //! | P held → idle | `pidleput` (npidle +1, status IDLE) | an M with nothing to do, `newm` failing |
-//! | M not spinning → spinning | `spinning_begin` / `wakep`'s claim (0→1) | `find_runnable` step 6, `wakep`, the watcher |
+//! | M not spinning → spinning | `spinning_begin` / `claim_spinner` (0→1) | `find_runnable` step 6, `wakep`, `handoffp` |
 //! | M spinning → not spinning | `spinning_end` | found work (`resetspinning`), gave up, exit |
 //!
 //! # The lost-wake-up protocol (Go's proc.go, "Worker thread parking/unparking")
@@ -35,9 +35,8 @@
 //!
 //! `wakep` starts at most one spinning M at a time: it claims `nmspinning` 0 → 1
 //! by CAS, then, under one scheduler lock, takes an idle P and an idle M (Go's
-//! `startm` does `pidleget` and `mget` together); with no idle M it uses the
-//! runnext watcher (`ready.rs`), else starts a new thread (`newm`). A spinning M
-//! that finds work stops spinning and, if it was the last spinner, calls `wakep`
+//! `startm` does `pidleget` and `mget` together); with no idle M it starts a
+//! new thread (`newm`). A spinning M that finds work stops spinning and, if it was the last spinner, calls `wakep`
 //! again (`resetspinning`), so a burst of work fans out one M at a time.
 
 use super::machine::{newm, Machine};
@@ -75,8 +74,15 @@ impl Shared {
     /// Take an idle P (caller holds the scheduler lock). The P is ours: RUNNING.
     pub(crate) fn pidleget(&self, s: &mut Sched) -> Option<usize> {
         let p = s.idle.ps.pop()?;
-        self.npidle.fetch_sub(1, SeqCst);
+        let was = self.npidle.fetch_sub(1, SeqCst);
         self.procs[p].status.store(status::RUNNING);
+        #[cfg(not(loom))]
+        if was == self.procs.len() {
+            // The runtime was idle: sysmon may be asleep for that reason.
+            self.sysmon.wake_if_asleep();
+        }
+        #[cfg(loom)]
+        let _ = was;
         Some(p)
     }
 
@@ -89,7 +95,6 @@ impl Shared {
     /// Put a P on the idle list (caller holds the lock and owns the P) — or,
     /// if an M with homed goroutines waits for a P, hand it that M instead.
     pub(crate) fn pidleput(&self, s: &mut Sched, p: usize) {
-        debug_assert!(!self.procs[p].has_work(), "idle P with queued work");
         if !s.idle.want_p.is_empty() {
             let m = s.idle.want_p.remove(0);
             self.procs[p].status.store(status::RUNNING);
@@ -97,6 +102,7 @@ impl Shared {
             m.start(p, false);
             return;
         }
+        debug_assert!(!self.procs[p].has_work(), "idle P with queued work");
         self.procs[p].status.store(status::IDLE);
         s.idle.ps.push(p);
         self.npidle.fetch_add(1, SeqCst);
@@ -144,6 +150,17 @@ impl Shared {
         2 * self.spinning_ms() < busy
     }
 
+    /// Claim the one spinner that `wakep` (or `handoffp`) may start:
+    /// nmspinning 0 → 1. False if somebody spins already.
+    #[inline]
+    pub(crate) fn claim_spinner(&self) -> bool {
+        self.nmspinning.load(SeqCst) == 0
+            && self
+                .nmspinning
+                .compare_exchange(0, 1, SeqCst, SeqCst)
+                .is_ok()
+    }
+
     /// The submitter's test, after its StoreLoad barrier: an idle P and nobody
     /// spinning means nobody will look at the new work unless we wake an M.
     #[inline]
@@ -155,6 +172,11 @@ impl Shared {
     }
 
     // ---- Ms ------------------------------------------------------------------------
+
+    /// Take an idle M (caller holds the scheduler lock; Go's `mget`).
+    pub(crate) fn mget(s: &mut Sched) -> Option<Arc<Machine>> {
+        s.idle.ms.pop()
+    }
 
     /// Put an M on the idle list unless the runtime is shutting down.
     pub(crate) fn midleput(&self, m: Arc<Machine>) -> bool {
@@ -184,8 +206,7 @@ impl Shared {
             };
             (p, s.idle.ms.pop())
         };
-        // No M on the idle list: the runnext watcher is idle too (as `wakep`).
-        let Some(m) = m.or_else(|| self.take_watcher()) else {
+        let Some(m) = m else {
             self.release_p(p);
             return Err(task);
         };
@@ -222,13 +243,7 @@ impl Shared {
         if self.shutdown.load(Relaxed) {
             return;
         }
-        // Claim the one spinner `wakep` may start: nmspinning 0 → 1.
-        if self.nmspinning.load(SeqCst) != 0
-            || self
-                .nmspinning
-                .compare_exchange(0, 1, SeqCst, SeqCst)
-                .is_err()
-        {
+        if !self.claim_spinner() {
             return;
         }
         let (p, m) = {
@@ -242,9 +257,7 @@ impl Shared {
                 }
             }
         };
-        // No idle M: the runnext watcher is idle too, use it rather than a new
-        // thread.
-        match m.or_else(|| self.take_watcher()) {
+        match m {
             Some(m) => {
                 self.procs[p].set_owner(&m);
                 m.start(p, true)

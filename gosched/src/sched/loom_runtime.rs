@@ -1,5 +1,5 @@
 //! loom models of the whole scheduler: the real `Shared`, Ms on loom threads, the
-//! real `find_runnable`, park path, `wakep`, wake policy, runnext watcher, timers
+//! real `find_runnable`, park path, `wakep`, wake policy, sysmon's retake and hand-off, timers
 //! and shutdown (tokio's `loom_multi_thread` models are the pattern).
 //!
 //! Each model builds a runtime with 2 Ps and at most 2 Ms (`max_threads`: a
@@ -84,7 +84,7 @@ fn foreign_wake_races_the_last_m_parking() {
 
 /// The thread rule (`machine.rs`): a task pinned to the M where it first ran,
 /// woken by a foreign thread, goes to that M's inbox and wakes its parker; the
-/// M — parked on the idle list, as the timer sleeper or the watcher, or about
+/// M — parked on the idle list, as the timer sleeper, or about
 /// to park — must leave its park, get a P and run it.
 #[test]
 fn foreign_wake_of_a_homed_task() {
@@ -148,10 +148,10 @@ fn foreign_wake_pinned(rt: Arc<Shared>, pinned: bool) {
     }
 }
 
-/// Task A spawns B (into A's P's `runnext`, a lazy put that wakes nobody while
-/// the watcher is on duty) and then keeps polling until B has run: only another
-/// M can run B, by stealing `runnext` (a spinning M's last round, or the runnext
-/// watcher after two looks). B must never be stranded.
+/// Task A spawns B (into A's P's `runnext`; under loom no sysmon runs, so
+/// the put wakes an M as Go's does) and then keeps polling until B has run:
+/// only another M can run B, by stealing `runnext` (a spinning M's last
+/// round). B must never be stranded.
 #[test]
 fn runnext_behind_a_long_poll_is_stolen() {
     model(PREEMPTIONS, || {

@@ -9,11 +9,11 @@
 //! timers and `runnext` of victims only in the last round); then the P is
 //! dropped and the M parks.
 //!
-//! # Spinning, waking, and the runnext watcher
+//! # Spinning and waking
 //!
 //! The lost-wake-up protocol between spinning Ms and submitters, and `wakep`,
 //! live in `idle.rs`; the wake policy for `runnext` (where we differ from Go)
-//! and the runnext watcher, in `ready.rs`. This file is the M's side: steps 6–8
+//! in `ready.rs`, and sysmon's watch over stuck `runnext`s in `sysmon.rs`. This file is the M's side: steps 6–8
 //! of `find_runnable` (spin, drop the P, stop spinning and re-check).
 //!
 //! Stealing a running P's `runnext`: a thief takes it only if, after the 3 µs
@@ -78,9 +78,13 @@
 //!
 //! # Retaken Ps
 //!
-//! The poll of a task runs with the P in USER. When the poll returns, the M CASes
-//! USER→RUNNING; if that fails, sysmon retook the P (the sysmon issue) and the M
-//! is P-less: it looks for an idle P and otherwise parks, as Go's `exitsyscall`.
+//! The poll of a task runs with the P in USER (`begin_poll`; the M keeps the
+//! word, generation included, in `pword`). When the poll returns, the M CASes
+//! USER→RUNNING; if that fails, sysmon retook the P (`sysmon.rs`) and the M is
+//! P-less: it looks for an idle P and otherwise parks, as Go's `exitsyscall`.
+//! A runtime call or a syscall inside the poll that finds the P retaken takes
+//! an idle P at once if there is one (`lost_p_in_poll`), so the poll may end
+//! on another P than it began on.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -88,6 +92,7 @@ use std::ptr;
 use std::time::Duration;
 
 use super::context;
+use super::preempt;
 use super::processor::{fastrand, Processor};
 use super::status;
 use super::task::{Polled, Task};
@@ -128,6 +133,9 @@ pub(crate) struct Machine {
     /// Live goroutines homed here (placed or started, not yet complete).
     /// Heuristic for placement: std atomic, outside loom's model.
     pub(crate) homed: std::sync::atomic::AtomicUsize,
+    /// sysmon asks the task running here to yield (`preempt.rs`; a hint:
+    /// std atomic, outside loom's model).
+    pub(crate) preempt: std::sync::atomic::AtomicBool,
 }
 
 struct Inbox {
@@ -145,11 +153,6 @@ impl Machine {
         let prev = self.nextp.swap(p, Release);
         debug_assert_eq!(prev, NO_P, "an idle M was handed two Ps");
         self.parker.wake();
-    }
-
-    /// Whether `start` has handed this M a P it has not taken yet.
-    pub(super) fn has_nextp(&self) -> bool {
-        self.nextp.load(Acquire) != NO_P
     }
 
     /// Take the P (and spinning flag) handed over by `start`.
@@ -170,6 +173,7 @@ impl Machine {
             }),
             inbox_len: AtomicUsize::new(0),
             homed: std::sync::atomic::AtomicUsize::new(0),
+            preempt: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -228,6 +232,10 @@ pub(crate) struct MachineCtx {
     pub(crate) yielded: Cell<bool>,
     /// True while a task's poll runs.
     pub(crate) in_poll: Cell<bool>,
+    /// The status word of our P as `begin_poll` stored it (USER and the
+    /// generation): what our CASes compare during a poll (`status.rs`,
+    /// "Generations").
+    pub(crate) pword: Cell<u64>,
     /// Homed tasks readied on this M: the `runnext` of the thread rule, and
     /// the local FIFO behind it. Only this thread touches them.
     next: Cell<Option<Task>>,
@@ -252,19 +260,20 @@ pub(crate) fn newm(shared: Arc<Shared>, p: usize, spinning: bool) {
         }
     };
     if n >= shared.config.max_threads {
-        // Go aborts the process here; we keep running on the Ms we have (the work
-        // stays queued and the existing Ms find it) and say so once.
-        static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-        if !WARNED.swap(true, Relaxed) {
-            eprintln!(
-                "gosched: runtime reached max_threads ({}); not starting another M. \
-                 Raise it with Builder::max_threads.",
-                shared.config.max_threads
-            );
+        // Go's `checkmcount`: more threads than allowed means runaway
+        // blocking (every M stuck in a syscall or a never-ending poll); end
+        // the process with a clear message rather than hang. The loom models
+        // cap their threads on purpose, so there the work just stays queued.
+        #[cfg(not(loom))]
+        fatal_thread_exhaustion(shared.config.max_threads);
+        #[cfg(loom)]
+        {
+            giveback(&shared);
+            return;
         }
-        giveback(&shared);
-        return;
     }
+    #[cfg(not(loom))]
+    shared.start_sysmon();
     *lock(&shared.live_ms) += 1;
     // The M exists before its thread, so that placement can send goroutines
     // to it while the OS starts the thread (`place`).
@@ -285,6 +294,20 @@ pub(crate) fn newm(shared: Arc<Shared>, p: usize, spinning: bool) {
             giveback(&shared);
         }
     }
+}
+
+/// Go's "thread exhaustion": print why and abort.
+#[cfg(not(loom))]
+#[cold]
+fn fatal_thread_exhaustion(max: usize) -> ! {
+    eprintln!(
+        "runtime: program exceeds {max}-thread limit\n\
+         fatal error: thread exhaustion\n\
+         (gosched: every M is blocked in a system call or a poll that does not \
+         return; raise the limit with Builder::max_threads, or block less: \
+         gosched::syscall hands slow calls to a bounded pool)"
+    );
+    std::process::abort();
 }
 
 /// Counts an M's exit however its thread ends (a panic that escapes the
@@ -310,6 +333,7 @@ fn mstart(shared: Arc<Shared>, m: Arc<Machine>, p: usize, spinning: bool) {
         spinning: Cell::new(spinning),
         yielded: Cell::new(false),
         in_poll: Cell::new(false),
+        pword: Cell::new(0),
         next: Cell::new(None),
         localq: RefCell::new(VecDeque::new()),
     };
@@ -426,50 +450,73 @@ impl MachineCtx {
         let pi = self.p.get().expect("execute without a P");
         let p = self.proc(pi);
         if !inherit_time {
-            // Owner-only write.
+            // A new time slice: owner-only write; sysmon preempts a slice
+            // that has not moved for `FORCE_PREEMPT`.
             p.schedtick
                 .store(p.schedtick.load(Relaxed).wrapping_add(1), Relaxed);
+            preempt::slice_starts(&self.m);
         }
         // Owner-only write; thieves compare it across their `runnext` wait.
         p.execs
             .store(p.execs.load(Relaxed).wrapping_add(1), Release);
         debug_assert!(!task.pinned() || task.home().is_some(), "placed first");
         debug_assert!(task.home().is_none_or(|h| Arc::ptr_eq(h, &self.m)));
-        p.status.store(status::USER);
+        self.pword.set(p.status.begin_poll());
         self.in_poll.set(true);
         let polled = task.run();
         self.in_poll.set(false);
-        // The poll is over: take the P back, unless sysmon retook it.
-        let still_own = self.p.get().is_some() && p.status.exit_to_running(status::USER);
-        if !still_own {
-            self.p.set(None);
-        }
+        // The poll is over: take the P back, unless sysmon retook it. (The P
+        // may not be the one we started with: a syscall or runtime call that
+        // found it retaken may have taken an idle one, `lost_p_in_poll`.)
+        let p = match self.p.get() {
+            Some(pi) if self.proc(pi).status.end_poll(self.pword.get()) => Some(self.proc(pi)),
+            _ => {
+                self.p.set(None);
+                None
+            }
+        };
         let yielded = self.yielded.replace(false);
         if let Polled::Notified(t) = polled {
             if t.home().is_some() {
                 // Homed: woken while it ran, or yielding: the back of our own
                 // queue (never the global one, where another M could take it).
                 self.localq.borrow_mut().push_back(t);
-            } else if still_own && (!yielded || p.has_work() || self.shared.global_len() == 0) {
-                // Woken while it ran, or yielding (Go's goyield): the back of
-                // the local queue. Every G queued here runs before it, and the
-                // global queue gets a G every 61 ticks (`GLOBAL_FAIRNESS_TICK`)
-                // — or at once, below, when the local queue is empty.
-                // SAFETY: we own `p` (RUNNING).
-                unsafe { p.runqput_tail(t, |b| self.shared.global_push_batch(b)) };
-            } else if still_own {
-                // `yield_now` with nothing local but work in the global queue:
-                // to the global queue's tail, and refill from its head in the
-                // same critical section (Go's Gosched; what find_runnable would
-                // do next with a second lock).
-                self.shared.global_push_and_refill(t, p);
-            } else {
-                // `yield_now`, or no P: the global queue.
-                self.shared.global_push(t);
-                if !still_own {
-                    self.shared.wakep_if_idle();
+            } else if let Some(p) = p {
+                if !yielded || p.has_work() || self.shared.global_len() == 0 {
+                    // Woken while it ran, or yielding (Go's goyield): the back
+                    // of the local queue. Every G queued here runs before it,
+                    // and the global queue gets a G every 61 ticks
+                    // (`GLOBAL_FAIRNESS_TICK`) — or at once, below, when the
+                    // local queue is empty.
+                    // SAFETY: we own `p` (RUNNING).
+                    unsafe { p.runqput_tail(t, |b| self.shared.global_push_batch(b)) };
+                } else {
+                    // `yield_now` with nothing local but work in the global
+                    // queue: to the global queue's tail, and refill from its
+                    // head in the same critical section (Go's Gosched; what
+                    // find_runnable would do next with a second lock).
+                    self.shared.global_push_and_refill(t, p);
                 }
+            } else {
+                // No P: the global queue.
+                self.shared.global_push(t);
+                self.shared.wakep_if_idle();
             }
+        }
+    }
+
+    /// Our P was retaken while we were inside a poll (a syscall returned, or
+    /// a runtime call found the generation moved): Go's `exitsyscall` slow
+    /// path. Take an idle P if there is one and go on with the poll on it;
+    /// else go on P-less (a goroutine back from `syscall` then yields, so it
+    /// waits for a P instead of running beside the procs limit).
+    pub(crate) fn lost_p_in_poll(&self) {
+        self.p.set(None);
+        if let Some(pi) = self.shared.acquire_idle_p() {
+            let p = self.proc(pi);
+            p.set_owner(&self.m);
+            self.pword.set(p.status.begin_poll());
+            self.p.set(Some(pi));
         }
     }
 
@@ -775,7 +822,7 @@ impl MachineCtx {
                 return;
             }
         }
-        if self.try_watch() || self.has_homed_work() {
+        if self.has_homed_work() {
             return;
         }
         if !shared.midleput(self.m.clone()) {

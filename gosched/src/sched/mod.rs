@@ -9,7 +9,9 @@
 //! | `processor.rs` | P: runq + `runnext` + timers + caches |
 //! | `status.rs` | the P status word: who owns a P, who may move it |
 //! | `machine.rs` | M: the schedule loop, `find_runnable`, stealing, parking |
-//! | `ready.rs` | the ready path: `spawn`/`ready` into `runnext`, the wake policy, the runnext watcher |
+//! | `ready.rs` | the ready path: `spawn`/`ready` into `runnext`, the wake policy |
+//! | `sysmon.rs` | sysmon: retakes Ps from slow syscalls and long polls, asks long slices to yield, watches `runnext` |
+//! | `preempt.rs` | preemption requests: how a long slice is asked to yield, and where it does |
 //! | `idle.rs` | idle Ps and Ms, `npidle`/`nmspinning`, `wakep`, the lost-wake-up protocol |
 //! | `global.rs` | the global run queue |
 //! | `timers/` | per-P timer heaps, the clock, the `Sleep` future, the timer sleeper's glue |
@@ -37,12 +39,14 @@ pub(crate) mod global;
 pub(crate) mod idle;
 pub(crate) mod machine;
 pub(crate) mod owned;
+pub(crate) mod preempt;
 pub(crate) mod processor;
 pub(crate) mod ready;
 pub(crate) mod runq;
 pub(crate) mod shutdown;
 pub(crate) mod status;
 pub(crate) mod syscall;
+pub(crate) mod sysmon;
 pub(crate) mod task;
 pub(crate) mod timers;
 
@@ -101,12 +105,9 @@ pub(crate) struct Shared {
     /// The timer sleeper M, set and cleared under this lock; adders wake it
     /// under the same lock (`Shared::timer_added`).
     pub(crate) sleeper: Mutex<Option<Arc<Machine>>>,
-    /// True while an M is the runnext watcher (`ready.rs`); written under
-    /// `watcher`'s lock, read without it by the wake policy (Relaxed: it only
-    /// decides between waking and a watcher-bounded delay).
-    pub(crate) watching: AtomicBool,
-    /// The runnext watcher M (for `wakep` to take, and for shutdown).
-    pub(crate) watcher: Mutex<Option<Arc<Machine>>>,
+    /// The sysmon thread's sleep and wake-up (`sysmon.rs`).
+    #[cfg(not(loom))]
+    pub(crate) sysmon: sysmon::Sysmon,
     /// Set once by `begin_shutdown` (SeqCst); Ms exit when they see it.
     pub(crate) shutdown: AtomicBool,
     /// Task ids: P-less spawns take one, Ps take `ID_BATCH` at a time.
@@ -165,8 +166,8 @@ impl Shared {
             global_timers: Timers::new(),
             sleeper_until: AtomicU64::new(0),
             sleeper: Mutex::new(None),
-            watching: AtomicBool::new(false),
-            watcher: Mutex::new(None),
+            #[cfg(not(loom))]
+            sysmon: sysmon::Sysmon::new(),
             shutdown: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             pless_spawned: AtomicU64::new(0),

@@ -10,7 +10,8 @@
 //!   (`sched::with_current_p` does this).
 //! - `runq` head and `runnext` may be taken by any M (stealing), by CAS.
 //! - `timers` has its own lock; any M may run a P's due timers.
-//! - `schedtick` is written by the owner, read by anyone (sysmon, schedtrace).
+//! - `schedtick` (time slices started) and `syscalltick` (in-place syscalls
+//!   entered) are written by the owner, read by anyone (sysmon, schedtrace).
 //! - `execs` (polls started, runnext ones included) is written by the owner and
 //!   read by thieves: a thief takes a running P's `runnext` only if `execs` did
 //!   not move during its wait, i.e. the victim has been stuck in one poll.
@@ -36,6 +37,9 @@ pub(crate) struct Processor {
     pub(crate) runnext: AtomicPtr<Header>,
     pub(crate) schedtick: AtomicU32,
     pub(crate) execs: AtomicU32,
+    /// In-place syscalls entered on this P (owner-written; sysmon tells one
+    /// long call from many short ones).
+    pub(crate) syscalltick: AtomicU32,
     pub(crate) eager: AtomicU32,
     /// The M that last ran a task on this P (written by that M; read by Ms
     /// placing new goroutines, `machine.rs` "The thread rule"). Points into
@@ -88,6 +92,7 @@ impl Processor {
             runnext: AtomicPtr::new(ptr::null_mut()),
             schedtick: AtomicU32::new(0),
             execs: AtomicU32::new(0),
+            syscalltick: AtomicU32::new(0),
             owner: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
             eager: AtomicU32::new(0),
             spawned: AtomicU64::new(0),

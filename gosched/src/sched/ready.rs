@@ -2,8 +2,7 @@
 //!
 //! Read top to bottom: `spawn` (Go's `newproc`) and `ready` (Go's `ready`, the
 //! waker's path) put the G into the current P's `runnext`, or, P-less, onto the
-//! global queue; then the wake policy decides whether to `wakep`; last, the
-//! runnext watcher that makes the lazy policy safe.
+//! global queue; then the wake policy decides whether to `wakep`.
 //!
 //! # Wake policy
 //!
@@ -11,54 +10,35 @@
 //! *empty* `runnext`: such a G is most often readied by a G that is about to block
 //! (a channel hand-off), and the M then runs it at once; the woken M would find
 //! nothing, and its futex wake and wasted spin cost the readier ~40% in a
-//! ping-pong. So that put wakes nobody while the *runnext watcher* (below) is on
-//! duty (`wakep_after_runqput`). tokio makes the same choice for its LIFO slot.
-//! A put that displaces a G into the ring, every P-less push and every push while
-//! nobody watches is Go's: publish, StoreLoad barrier, `wakep` if Ps are idle and
-//! nobody spins (`idle.rs` has the protocol).
+//! ping-pong. So that put wakes nobody while sysmon runs (`wakep_after_runqput`):
+//! sysmon looks at every running P's `runnext` (every 50 µs while one is
+//! occupied and a P is idle, at most 1 ms apart while some P runs and some P is
+//! idle) and calls `wakep` for a G it finds at the same place twice
+//! (`sysmon.rs`, item 3), so a readied G waits about two periods even if its
+//! readier never blocks (`tests/runtime.rs`,
+//! `readied_goroutine_runs_while_its_readier_keeps_the_p`). tokio makes the same
+//! choice for its LIFO slot. That is a latency bound, not a lost-wake-up
+//! protocol: the G is runnable and visible in `runnext` all along, and the
+//! readier's M runs it when its poll returns. A put that displaces a G into the
+//! ring, every P-less push and every push before sysmon has started (and under
+//! loom, which does not run sysmon) is Go's: publish, StoreLoad barrier, `wakep`
+//! if Ps are idle and nobody spins (`idle.rs` has the protocol).
 //!
 //! A P whose `runnext` a thief found stuck behind one long poll goes *eager*
 //! (`Processor::eager`, set in `machine.rs`'s steal): its next 64 readies wake an
 //! M as Go does, because its Gs evidently keep running after they ready others (a
 //! producer feeding a consumer).
-//!
-//! # The runnext watcher
-//!
-//! One idle M at a time (while some P runs and some P is idle) parks with a
-//! `WATCH_PERIOD` (50 µs) timeout instead of on the idle list, backing off to
-//! 1 ms while no running P has anything in `runnext`. Each time it wakes it looks
-//! at every running P's (`runnext`, `execs`); if a P shows the same non-null pair
-//! twice in a row, a G readied there has waited a whole period behind a poll that
-//! goes on: the watcher takes an idle P and becomes a spinning M, whose last steal
-//! round takes that G. So a readied G waits about two periods (at most ~1 ms
-//! after a quiet spell) even if the readier never blocks (`tests/runtime.rs`,
-//! `readied_goroutine_runs_while_its_readier_keeps_the_p`). `wakep` uses the
-//! watcher like an idle M when the idle list is empty (no extra thread). The role
-//! is a latency bound, not a lost-wake-up protocol: the G is runnable and visible
-//! in `runnext` all along, and the readier's M runs it when its poll returns. With
-//! every P busy or every P idle nobody watches (nothing to gain, nothing to
-//! watch), so an idle runtime still uses no CPU. sysmon (its own issue) takes
-//! this duty over with its other P checks.
 
 use std::future::Future;
 use std::ptr;
-use std::time::Duration;
 
 use super::context::with_current_p;
-use super::machine::{Machine, MachineCtx};
+use super::machine::Machine;
 use super::processor::{Processor, ID_BATCH};
-use super::status;
 use super::task::{self, Header, JoinHandle, Task};
 use super::Shared;
-use crate::loom::lock;
 use crate::loom::sync::atomic::{fence, Ordering::*};
 use std::sync::Arc;
-
-/// How often the runnext watcher looks at the Ps (a G readied into `runnext`
-/// behind a poll that goes on is stolen within two periods).
-const WATCH_PERIOD: Duration = Duration::from_micros(50);
-/// The watcher's period while no running P has anything in `runnext`.
-const WATCH_PERIOD_MAX: Duration = Duration::from_millis(1);
 
 impl Shared {
     // ---- putting the G somewhere -------------------------------------------------
@@ -170,11 +150,11 @@ impl Shared {
     // ---- the wake policy -------------------------------------------------------------
 
     /// After a `runqput_next` on the current P. `lazy`: the task went into an
-    /// empty `runnext` and the P is not in its eager phase; then, while an M
-    /// watches, nobody is woken (see "Wake policy"). Otherwise, Go's `wakep`.
+    /// empty `runnext` and the P is not in its eager phase; then, while sysmon
+    /// runs, nobody is woken (see "Wake policy"). Otherwise, Go's `wakep`.
     #[inline]
     fn wakep_after_runqput(&self, lazy: bool) {
-        if lazy && self.watching.load(Relaxed) {
+        if lazy && self.sysmon_runs() {
             return;
         }
         if lazy && !cfg!(loom) {
@@ -240,104 +220,14 @@ impl Shared {
         spawned.saturating_sub(completed) as usize
     }
 
-    // ---- the runnext watcher -------------------------------------------------------
-
-    /// `wakep` found no idle M: take the watcher out of its role, to be handed a P.
-    pub(crate) fn take_watcher(&self) -> Option<Arc<Machine>> {
-        let mut w = lock(&self.watcher);
-        let m = w.take();
-        if m.is_some() {
-            self.watching.store(false, SeqCst);
-        }
-        m
-    }
-}
-
-impl MachineCtx {
-    /// Become the runnext watcher, if nobody is, some P runs and some P is idle,
-    /// and watch (see "The runnext watcher"). True if we come back holding a P:
-    /// one `wakep` handed us, or an idle one we took to go steal a stuck
-    /// `runnext` (then we are spinning). False: the caller parks on the idle list.
-    pub(super) fn try_watch(&self) -> bool {
-        let shared = &*self.shared;
-        let n = shared.procs.len();
-        let useful = || {
-            let idle = shared.idle_ps();
-            idle != 0 && idle != n && !shared.shutdown.load(Acquire)
-        };
-        if n == 1 || !useful() {
-            return false;
-        }
-        {
-            let mut w = lock(&shared.watcher);
-            if w.is_some() {
-                return false;
-            }
-            *w = Some(self.m.clone());
-            shared.watching.store(true, SeqCst);
-        }
-        // What each P had in `runnext` at the last look, and its poll count.
-        let mut seen: Vec<(*mut Header, u32)> = vec![(ptr::null_mut(), 0); n];
-        let mut period = WATCH_PERIOD;
-        let steal = loop {
-            if !self.has_homed_work() {
-                self.m.parker.wait_timeout(period);
-            }
-            if self.m.has_nextp() || !useful() || self.has_homed_work() {
-                break false;
-            }
-            let (mut stuck, mut pending) = (false, false);
-            for (q, last) in shared.procs.iter().zip(seen.iter_mut()) {
-                let now = (q.runnext.load(Acquire), q.execs.load(Acquire));
-                if !now.0.is_null() && status::is_held_by_m(q.status.load()) {
-                    pending = true;
-                    stuck |= now == *last;
-                }
-                *last = now;
-            }
-            if stuck {
-                break true;
-            }
-            // Look often while Gs pass through `runnext`; back off to
-            // `WATCH_PERIOD_MAX` while none does (a lone hog costs ~nothing).
-            period = if pending {
-                WATCH_PERIOD
-            } else {
-                (period * 2).min(WATCH_PERIOD_MAX)
-            };
-        };
-        // Leave the role, unless `wakep` took us out of it to hand us a P.
-        let taken = {
-            let mut w = lock(&shared.watcher);
-            if w.as_ref().is_some_and(|m| Arc::ptr_eq(m, &self.m)) {
-                shared.watching.store(false, SeqCst);
-                *w = None;
-                false
-            } else {
-                true
-            }
-        };
-        if taken {
-            return self.wait_for_nextp();
-        }
-        // Nobody but shutdown (re-checked by the caller) owes us a wake: drop a
-        // stale token so that it cannot cut a later park short.
-        self.m.parker.reset();
-        if !steal {
-            return false;
-        }
-        // A G has waited in a running P's `runnext` for a whole period: take an
-        // idle P and go steal it as a spinning M (the last steal round takes it,
-        // the victim being still in the same poll).
-        match shared.acquire_idle_p() {
-            Some(p) => {
-                self.p.set(Some(p));
-                self.spinning.set(true);
-                shared.spinning_begin();
-                true
-            }
-            None => false,
-        }
+    /// Whether sysmon watches the `runnext`s (it starts with the first M and
+    /// runs until shutdown; never under loom).
+    #[inline]
+    fn sysmon_runs(&self) -> bool {
+        #[cfg(not(loom))]
+        return self.sysmon.started.load(Relaxed);
+        #[cfg(loom)]
+        false
     }
 }
 

@@ -1,7 +1,7 @@
 //! Shutdown: stop the Ms, then cancel everything that is left.
 //!
 //! `begin_shutdown` sets `Shared::shutdown` and wakes every parked M (idle list,
-//! timer sleeper, runnext watcher); each M sees the flag at the top of
+//! timer sleeper) and sysmon; each M sees the flag at the top of
 //! `find_runnable`, gives its P back, cancels the goroutines homed on it on its
 //! own thread (`cancel_homed`, "The thread rule" in `machine.rs`) and exits
 //! (`runtime::shutdown` waits for `live_ms` to reach 0). Then `teardown`, on the dropping thread, with no M
@@ -50,6 +50,8 @@ impl Shared {
         for h in threads {
             let _ = h.join();
         }
+        #[cfg(not(loom))]
+        self.stop_sysmon();
         let _enter = EnterGuard::new(self);
         self.teardown();
         true
@@ -64,9 +66,8 @@ impl Shared {
         if let Some(m) = &*lock(&self.sleeper) {
             m.parker.wake();
         }
-        if let Some(m) = &*lock(&self.watcher) {
-            m.parker.wake();
-        }
+        #[cfg(not(loom))]
+        self.sysmon.wake();
     }
 
     /// After every M stopped: cancel every task (parked ones from the owned list,

@@ -29,14 +29,27 @@
 //! every load/CAS that takes it is Acquire, so the P's `local` state written by
 //! the previous owner is visible to the next.
 //!
-//! Note for sysmon: Go 1.26 retired `_Psyscall` (now `_Psyscall_unused`) and tells "in a syscall"
-//! from the goroutine's state instead, so that `entersyscall` need not touch the
-//! P. We keep SYSCALL in the P word for now: our `syscall(f)` is an explicit
+//! # Generations (why the word is 64 bits)
+//!
+//! The state alone cannot tell *which* M a USER belongs to. Suppose sysmon
+//! retakes P from M1 (stuck in a poll) and hands it to M2, which starts a
+//! poll of its own: the word reads USER again. If M1 then made a runtime call
+//! and CASed USER → RUNNING, it would succeed and both Ms would use the P's
+//! local state: a data race. So the word carries a generation above the
+//! state byte, and every retake bumps it (`retake`). An M that starts a poll
+//! remembers the whole word it stored (`begin_poll`); its CASes compare the
+//! whole word, so after a retake they fail however the state has moved on.
+//! 56 bits of generation do not wrap in the life of a process. Only a retake
+//! changes the generation: every other transition is made by the owner or
+//! under the scheduler lock, from a state nobody else may change.
+//!
+//! Go 1.26 retired `_Psyscall` (now `_Psyscall_unused`) and tells "in a
+//! syscall" from the goroutine's state instead, so that `entersyscall` need not
+//! touch the P. We keep SYSCALL in the P word: our `syscall(f)` is an explicit
 //! call from inside a poll, a CAS on a word the M already owns, and it gives
-//! sysmon one word to CAS for both hand-off cases; the sysmon issue re-weighs
-//! this when it measures `syscall`'s fast path (docs/ARCHITECTURE.md).
+//! sysmon one word to CAS for both hand-off cases.
 
-use crate::loom::sync::atomic::{AtomicU8, Ordering::*};
+use crate::loom::sync::atomic::{AtomicU64, Ordering::*};
 
 /// On the idle list. Owner: nobody; moved out by whoever takes it off the list
 /// under the scheduler lock (`pidleget`: → RUNNING; `set_procs`: → DEAD).
@@ -52,14 +65,23 @@ pub(crate) const USER: u8 = 2;
 /// CAS only: the M (→ USER when `f` returns) or sysmon (→ RETAKEN).
 pub(crate) const SYSCALL: u8 = 3;
 /// Taken by sysmon from an M stuck in USER or SYSCALL. Owner: sysmon, which
-/// hands it to another M (that M stores RUNNING). The old M finds out at its
-/// next CAS and goes P-less.
+/// hands it to another M or the idle list (`Shared::handoffp`). The old M
+/// finds out at its next CAS (the generation moved) and goes P-less.
 pub(crate) const RETAKEN: u8 = 4;
 /// Beyond the current `set_procs` count (Go's `_Pdead`). Owner: nobody; holds no
 /// work (its queues and timers were handed to the others before it died); only
 /// `set_procs` moves it (→ IDLE), under the scheduler lock.
-#[allow(dead_code)] // written by `set_procs` (the sysmon issue)
+#[allow(dead_code)] // written by `set_procs` (a later slice of the sysmon issue)
 pub(crate) const DEAD: u8 = 5;
+
+const STATE_MASK: u64 = 0xff;
+const GEN_ONE: u64 = 0x100;
+
+/// The state byte of a status word.
+#[inline]
+pub(crate) fn state_of(word: u64) -> u8 {
+    (word & STATE_MASK) as u8
+}
 
 /// Held by an M that is running it (scheduler code or a poll): where a thief
 /// may find a `runnext` that its owner is about to run.
@@ -68,13 +90,13 @@ pub(crate) fn is_held_by_m(status: u8) -> bool {
     matches!(status, USER | RUNNING)
 }
 
-pub(crate) struct PStatus(AtomicU8);
+pub(crate) struct PStatus(AtomicU64);
 
 /// Result of entering the runtime from inside a poll.
 #[derive(Debug, PartialEq, Eq)]
 #[must_use]
 pub(crate) enum EnterRuntime {
-    /// The P was already RUNNING (a nested runtime call, or scheduler code).
+    /// The P was already RUNNING under our generation (a nested runtime call).
     Nested,
     /// USER → RUNNING succeeded; the caller must store USER when its call ends.
     Entered,
@@ -84,50 +106,92 @@ pub(crate) enum EnterRuntime {
 
 impl PStatus {
     pub(crate) fn new() -> Self {
-        PStatus(AtomicU8::new(IDLE))
+        PStatus(AtomicU64::new(IDLE as u64))
     }
 
+    /// The state (Acquire).
+    #[inline]
     pub(crate) fn load(&self) -> u8 {
+        state_of(self.0.load(Acquire))
+    }
+
+    /// The whole word, generation included (Acquire): what sysmon passes to
+    /// `retake`.
+    #[inline]
+    pub(crate) fn load_word(&self) -> u64 {
         self.0.load(Acquire)
     }
 
-    /// A plain store, only from a state nobody else may change: RUNNING → IDLE /
-    /// USER (by the owner), IDLE → RUNNING (under the scheduler lock).
+    /// A plain store of a new state, keeping the generation; only from a state
+    /// nobody else may change: RUNNING → IDLE / USER (by the owner), IDLE →
+    /// RUNNING (under the scheduler lock), RETAKEN → RUNNING / IDLE (by
+    /// sysmon, handing it off).
+    #[inline]
     pub(crate) fn store(&self, s: u8) {
-        self.0.store(s, Release)
+        let gen = self.0.load(Relaxed) & !STATE_MASK;
+        self.0.store(gen | s as u64, Release)
     }
 
-    /// Owner: a runtime call made from inside a poll takes the P back.
+    /// Owner (RUNNING): a poll starts. Stores USER and returns the word, which
+    /// the M keeps for its CASes until the poll ends.
     #[inline]
-    pub(crate) fn enter_runtime(&self) -> EnterRuntime {
-        match self.0.compare_exchange(USER, RUNNING, AcqRel, Acquire) {
+    pub(crate) fn begin_poll(&self) -> u64 {
+        let word = (self.0.load(Relaxed) & !STATE_MASK) | USER as u64;
+        self.0.store(word, Release);
+        word
+    }
+
+    /// Owner: a runtime call made from inside a poll takes the P back. `user`
+    /// is the word `begin_poll` returned.
+    #[inline]
+    pub(crate) fn enter_runtime(&self, user: u64) -> EnterRuntime {
+        let running = (user & !STATE_MASK) | RUNNING as u64;
+        match self.0.compare_exchange(user, running, AcqRel, Acquire) {
             Ok(_) => EnterRuntime::Entered,
-            Err(RUNNING) => EnterRuntime::Nested,
+            Err(w) if w == running => EnterRuntime::Nested,
             Err(_) => EnterRuntime::Retaken,
         }
     }
 
-    /// Owner: poll (or syscall) ends. `from` is USER or SYSCALL. False: retaken.
+    /// Owner: the poll ends (`user` as `begin_poll` returned it). False:
+    /// retaken.
     #[inline]
     #[must_use]
-    pub(crate) fn exit_to_running(&self, from: u8) -> bool {
+    pub(crate) fn end_poll(&self, user: u64) -> bool {
+        let running = (user & !STATE_MASK) | RUNNING as u64;
         self.0
-            .compare_exchange(from, RUNNING, AcqRel, Acquire)
+            .compare_exchange(user, running, AcqRel, Acquire)
             .is_ok()
     }
 
-    /// CAS `from` → `to`; true on success.
-    #[cfg_attr(loom, allow(dead_code))]
-    pub(crate) fn cas(&self, from: u8, to: u8) -> bool {
-        self.0.compare_exchange(from, to, AcqRel, Acquire).is_ok()
+    /// Owner, inside a poll: USER → SYSCALL (Go's `entersyscall`). False if
+    /// the P is not ours in USER (retaken, or a nested runtime call).
+    #[inline]
+    pub(crate) fn enter_syscall(&self, user: u64) -> bool {
+        let syscall = (user & !STATE_MASK) | SYSCALL as u64;
+        self.0
+            .compare_exchange(user, syscall, AcqRel, Acquire)
+            .is_ok()
     }
 
-    /// sysmon: take a P that is in USER or SYSCALL. True if it now owns it.
-    #[cfg_attr(not(loom), allow(dead_code))] // sysmon is the caller (its own issue)
-    pub(crate) fn retake(&self, from: u8) -> bool {
-        debug_assert!(from == USER || from == SYSCALL);
+    /// Owner: SYSCALL → USER when `f` returns. False if sysmon retook the P
+    /// meanwhile.
+    #[inline]
+    #[must_use]
+    pub(crate) fn exit_syscall(&self, user: u64) -> bool {
+        let syscall = (user & !STATE_MASK) | SYSCALL as u64;
         self.0
-            .compare_exchange(from, RETAKEN, AcqRel, Acquire)
+            .compare_exchange(syscall, user, AcqRel, Acquire)
+            .is_ok()
+    }
+
+    /// sysmon: take a P whose word it read as `seen` (state USER or SYSCALL),
+    /// bumping the generation. True if it now owns the P (RETAKEN).
+    pub(crate) fn retake(&self, seen: u64) -> bool {
+        debug_assert!(matches!(state_of(seen), USER | SYSCALL));
+        let retaken = ((seen & !STATE_MASK) + GEN_ONE) | RETAKEN as u64;
+        self.0
+            .compare_exchange(seen, retaken, AcqRel, Acquire)
             .is_ok()
     }
 }
@@ -146,19 +210,24 @@ mod loom_tests {
         loom::model(|| {
             let st = Arc::new(PStatus::new());
             st.store(RUNNING);
-            st.store(USER); // the poll starts
+            let user = st.begin_poll(); // the poll starts
             let owners = Arc::new(AtomicUsize::new(0));
             let (s2, o2) = (st.clone(), owners.clone());
             let sysmon = thread::spawn(move || {
-                if s2.retake(USER) {
+                let seen = s2.load_word();
+                if matches!(state_of(seen), USER | SYSCALL) && s2.retake(seen) {
                     o2.fetch_add(1, SeqCst);
+                    // Hand it to another M, which starts a poll: the word
+                    // reads USER again, under a new generation.
+                    s2.store(RUNNING);
+                    let _ = s2.begin_poll();
                     true
                 } else {
                     false
                 }
             });
-            // Inside the poll: a runtime call, then the poll ends.
-            let mut m_owns = match st.enter_runtime() {
+            // Inside the poll: a runtime call, a syscall, then the poll ends.
+            let mut m_owns = match st.enter_runtime(user) {
                 EnterRuntime::Entered => {
                     st.store(USER);
                     true
@@ -166,8 +235,11 @@ mod loom_tests {
                 EnterRuntime::Nested => unreachable!(),
                 EnterRuntime::Retaken => false,
             };
+            if m_owns && st.enter_syscall(user) {
+                m_owns = st.exit_syscall(user);
+            }
             if m_owns {
-                m_owns = st.exit_to_running(USER);
+                m_owns = st.end_poll(user);
             }
             if m_owns {
                 owners.fetch_add(1, SeqCst);
@@ -175,7 +247,13 @@ mod loom_tests {
             let sysmon_owns = sysmon.join().unwrap();
             assert_eq!(owners.load(SeqCst), 1);
             assert_ne!(m_owns, sysmon_owns);
-            assert_eq!(st.load(), if m_owns { RUNNING } else { RETAKEN });
+            // After a retake, the old M's word never matches again (ABA).
+            if sysmon_owns {
+                assert_eq!(st.enter_runtime(user), EnterRuntime::Retaken);
+                assert!(!st.end_poll(user));
+            } else {
+                assert_eq!(st.load(), RUNNING);
+            }
         });
     }
 }

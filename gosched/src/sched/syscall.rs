@@ -3,17 +3,20 @@
 //! the calling M without pretending it is scheduler work.
 //!
 //! Protocol (Go's `entersyscall` / `exitsyscall`, on the P status word of
-//! `status.rs`): on entry the P goes USER → SYSCALL (by CAS: sysmon may have
-//! retaken it already) and the M keeps a note of it; `f` runs; on exit the M CASes
-//! SYSCALL → USER. If that fails, sysmon retook the P while `f` blocked and handed
-//! it to another M: this M is P-less for the rest of the poll, and the schedule
-//! loop then looks for an idle P or parks (see `machine.rs`). sysmon's side —
-//! noticing a P that has sat in SYSCALL for a whole tick and handing it off — is
-//! the sysmon issue's; until then a slow `syscall` holds its P, as any blocking
-//! poll does.
+//! `status.rs`): on entry the P goes USER → SYSCALL (a CAS on the word the
+//! poll began with: sysmon may have retaken it already) and `syscalltick`
+//! counts the call; `f` runs; on exit the M CASes SYSCALL → USER. If that
+//! fails, sysmon saw the P in SYSCALL for a whole tick of the same call and
+//! handed it to another M (`sysmon.rs`, item 1). Then, as Go's `exitsyscall`
+//! slow path: the M takes an idle P if there is one and goes on with the
+//! poll on it (`MachineCtx::lost_p_in_poll`); else it is P-less for the rest
+//! of the poll — a goroutine yields at once (`coro/syscall.rs`), so it waits
+//! for a P with its M on the want-P list, and an async task finishes its poll
+//! P-less, after which the M looks for an idle P or parks (`machine.rs`).
 
+use super::context;
 use super::machine::MachineCtx;
-use super::{context, status};
+use crate::loom::sync::atomic::Ordering::Relaxed;
 
 /// Run `f`, a call that may block the OS thread, on the calling thread,
 /// marking the P as in a system call so the runtime can hand the P to another
@@ -24,7 +27,13 @@ pub(crate) fn in_place<R>(f: impl FnOnce() -> R) -> R {
         let p = &ctx.shared.procs[pi];
         // From USER (inside a poll). A nested syscall or scheduler code (RUNNING)
         // does not enter.
-        p.status.enter_syscall().then_some((ctx, pi))
+        if !ctx.in_poll.get() || !p.status.enter_syscall(ctx.pword.get()) {
+            return None;
+        }
+        // Owner-only counter: sysmon tells one long call from many short ones.
+        p.syscalltick
+            .store(p.syscalltick.load(Relaxed).wrapping_add(1), Relaxed);
+        Some((ctx, pi))
     });
     // Leaves the syscall state also when `f` panics (the poll goes on: the
     // panic may be caught, or becomes the task's `JoinError`).
@@ -33,9 +42,9 @@ pub(crate) fn in_place<R>(f: impl FnOnce() -> R) -> R {
         fn drop(&mut self) {
             if let Some((ctx, pi)) = self.0 {
                 let p = &ctx.shared.procs[pi];
-                if !p.status.exit_syscall() {
-                    // Retaken: P-less until the poll ends.
-                    ctx.p.set(None);
+                if !p.status.exit_syscall(ctx.pword.get()) {
+                    // Retaken: Go's `exitsyscall` slow path.
+                    ctx.lost_p_in_poll();
                 }
             }
         }
@@ -44,20 +53,14 @@ pub(crate) fn in_place<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Whether the calling M is inside a poll without a P (sysmon retook it and
+/// no idle P was free when the M noticed).
+pub(crate) fn lost_p_in_poll() -> bool {
+    context::current().is_some_and(|ctx| ctx.in_poll.get() && ctx.p.get().is_none())
+}
+
 /// Goroutines homed on the calling M (0 off our Ms): what a blocking call
 /// made in place would hold up.
 pub(crate) fn homed_on_this_m() -> usize {
     context::current().map_or(0, |ctx| ctx.homed_here())
-}
-
-impl status::PStatus {
-    /// USER → SYSCALL. False if the P is not in USER (retaken, or not in a poll).
-    pub(crate) fn enter_syscall(&self) -> bool {
-        self.cas(status::USER, status::SYSCALL)
-    }
-
-    /// SYSCALL → USER. False if sysmon retook the P meanwhile.
-    pub(crate) fn exit_syscall(&self) -> bool {
-        self.cas(status::SYSCALL, status::USER)
-    }
 }

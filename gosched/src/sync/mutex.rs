@@ -101,6 +101,7 @@ impl<T: ?Sized> Mutex<T> {
     /// Inside an async task when it would have to wait (that would block its M):
     /// use [`lock_async`](Self::lock_async) there.
     pub fn lock(&self) -> MutexGuard<'_, T> {
+        crate::coro::preempt_point();
         if self.raw.lock_fast() {
             return self.guard();
         }

@@ -474,6 +474,10 @@ impl Future for Sleep {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.entry.is_none() {
+            // Not armed yet: a long slice asked to yield yields here.
+            std::task::ready!(super::preempt::poll_preempted(cx));
+        }
         match &self.entry {
             Some(e) => {
                 if e.state.load(Acquire) == FIRED {

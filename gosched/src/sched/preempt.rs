@@ -1,0 +1,84 @@
+//! Preemption requests: sysmon asks the M running a long time slice to let
+//! the rest of its P run (Go's `preemptone`, without the signal).
+//!
+//! # Protocol
+//!
+//! Each M has one flag, `Machine::preempt` (a std atomic: a hint, outside
+//! loom's model). sysmon sets it (`request`) when a P's schedule tick has not
+//! moved for `FORCE_PREEMPT` (10 ms, Go's `forcePreemptNS`): one task, or a
+//! chain of tasks handing each other the slice through `runnext`, has held
+//! the P that long. Nothing interrupts Rust code; the flag is honoured at
+//! the task's next runtime call:
+//!
+//! * a goroutine yields there (`coro::preempt_point`: channel operations,
+//!   `go`, locks, sleeps) and goes to the back of its queue;
+//! * an async task's next gosched resource (a channel future, a sleep)
+//!   returns `Pending` after waking the task (`poll_preempted`), so the
+//!   poll returns and the task is requeued: tokio's coop budget, driven by
+//!   time instead of a count.
+//!
+//! The flag is cleared when a new time slice starts on the M (`execute`
+//! without inheriting the slice: `slice_starts`) and when a goroutine
+//! honours it. A request that lands after its slice ended only makes the
+//! next slice yield early: harmless.
+//!
+//! `REQUESTS` counts the flags set in the whole process, so the check on the
+//! hot path is one relaxed load of a read-mostly word; only while some M is
+//! asked to yield does a runtime call look at its own M's flag.
+
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+use super::context;
+use super::machine::Machine;
+
+/// Flags set across every runtime of the process.
+static REQUESTS: AtomicUsize = AtomicUsize::new(0);
+
+/// sysmon: ask the task running on `m` to yield at its next runtime call.
+pub(crate) fn request(m: &Machine) {
+    if !m.preempt.swap(true, Relaxed) {
+        REQUESTS.fetch_add(1, Relaxed);
+    }
+}
+
+/// The M starts a new time slice (or a goroutine honoured the request).
+#[inline]
+pub(crate) fn slice_starts(m: &Machine) {
+    if m.preempt.load(Relaxed) && m.preempt.swap(false, Relaxed) {
+        REQUESTS.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Is the task polling on this M asked to yield? One relaxed load unless
+/// some M somewhere is.
+#[inline]
+pub(crate) fn requested() -> bool {
+    REQUESTS.load(Relaxed) != 0 && requested_here()
+}
+
+#[cold]
+#[inline(never)]
+fn requested_here() -> bool {
+    context::current().is_some_and(|ctx| ctx.in_poll.get() && ctx.m.preempt.load(Relaxed))
+}
+
+/// A goroutine is about to yield for a request: clear it, so the yield
+/// happens once.
+pub(crate) fn honoured() {
+    if let Some(ctx) = context::current() {
+        slice_starts(&ctx.m);
+    }
+}
+
+/// For the poll of an async gosched resource: `Pending` (the task woken
+/// first, so it is requeued at once) while the M is asked to yield. The
+/// request stays set until the next slice starts, so every gosched resource
+/// the task polls meanwhile says `Pending` too and the poll unwinds.
+#[inline]
+pub(crate) fn poll_preempted(cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+    if requested() {
+        cx.waker().wake_by_ref();
+        return std::task::Poll::Pending;
+    }
+    std::task::Poll::Ready(())
+}

@@ -1,0 +1,387 @@
+//! sysmon: the thread that watches the Ps (Go's `sysmon` and `retake`).
+//!
+//! One per runtime, started with the first M. It holds no P and runs no
+//! task; it reads the Ps' status words and counters and acts on three
+//! things:
+//!
+//! 1. **A P stuck in a system call** (state SYSCALL, the same call —
+//!    `syscalltick` unchanged — for at least one sysmon tick): if the P has
+//!    queued work, or nobody spins and no P is idle, or the call has lasted
+//!    10 ms, sysmon retakes it (CAS SYSCALL → RETAKEN) and hands it off
+//!    (`handoffp`). The M in the call finds out when it returns (its CAS
+//!    fails: `syscall.rs`) and goes P-less.
+//! 2. **A long time slice** (state USER, `schedtick` unchanged for
+//!    `FORCE_PREEMPT`): sysmon asks the M's task to yield at its next
+//!    runtime call (`preempt.rs`). If one poll (`execs` unchanged) has run
+//!    for `RETAKE_AFTER`, has not yielded within `RETAKE_GRACE` of the
+//!    request, and the P is needed elsewhere (queued work, due
+//!    timers, global work with no idle P, an M with homed work waiting for a
+//!    P), sysmon retakes it (CAS USER → RETAKEN) and hands it off: the hog
+//!    keeps its OS thread, the OS time-slices it with the others, and the
+//!    rest of the queue runs on another M. The hog's M finds out at its next
+//!    runtime call or when the poll returns (its CAS compares the generation:
+//!    `status.rs`) and behaves as after a syscall. Goroutines homed on the
+//!    hog's M stay there ("The thread rule"): they wait for its next
+//!    runtime call.
+//! 3. **A G stuck in a running P's `runnext`** (the runnext watcher of
+//!    `ready.rs`, folded in here): a P whose `runnext` shows the same G at the
+//!    same `execs` at two looks has kept a readied G waiting behind a poll
+//!    that goes on: sysmon calls `wakep`, whose spinning M steals it. This is
+//!    what lets a `runnext` put wake nobody (the lazy wake policy).
+//!
+//! # Cadence
+//!
+//! Go's: sleep 20 µs between looks; after 50 looks in a row with nothing to
+//! do, double the sleep up to 10 ms. Two caps keep the `runnext` bound: 50 µs
+//! while a running P has a G in `runnext`, 1 ms while some P runs and some P
+//! is idle (a stuck `runnext` could be stolen). When every P is idle sysmon
+//! sleeps until `pidleget` takes one (`Sysmon::wake_if_asleep`): an idle
+//! runtime uses no CPU.
+//!
+//! # Who writes what
+//!
+//! sysmon's per-P records (`PRecord`) are its own. It writes a P's status
+//! word only by `retake` (a CAS that bumps the generation) and, holding the
+//! P in RETAKEN, the plain stores of the hand-off. The preempt flag is a
+//! hint (`preempt.rs`).
+
+use std::time::Duration;
+
+use super::machine::{newm, Machine};
+use super::status::{self, state_of};
+use super::timers::{now_ns, NEVER};
+use super::Shared;
+use crate::loom::lock;
+use crate::loom::sync::atomic::Ordering::*;
+
+/// A time slice longer than this gets a preemption request (Go's
+/// `forcePreemptNS`).
+pub(crate) const FORCE_PREEMPT: u64 = 10_000_000;
+/// One poll longer than this loses its P if the P is needed elsewhere.
+pub(crate) const RETAKE_AFTER: u64 = 10_000_000;
+/// How long a task asked to yield has to do so (at its next runtime call)
+/// before its P is retaken: a cooperative yield costs no thread switch.
+const RETAKE_GRACE: u64 = 500_000;
+/// A syscall that has lasted this long loses its P even if idle Ps or
+/// spinning Ms could take the work (Go: 10 ms).
+const SYSCALL_RETAKE_ALWAYS: u64 = 10_000_000;
+/// sysmon's shortest sleep (Go: 20 µs).
+const DELAY_MIN_US: u64 = 20;
+/// ... and longest (Go: 10 ms).
+const DELAY_MAX_US: u64 = 10_000;
+/// Looks with nothing to do before the sleep starts doubling (Go: 50, i.e.
+/// 1 ms of 20 µs looks).
+const IDLE_LOOKS: u32 = 50;
+/// The sleep while a running P has a G in `runnext` and a P is idle (the
+/// old watcher's period): a stuck G is stolen within about two of these.
+const DELAY_RUNNEXT_US: u64 = 50;
+/// The longest sleep while some P runs and some P is idle.
+const DELAY_WATCH_US: u64 = 1_000;
+
+/// What sysmon last saw of one P.
+#[derive(Clone, Copy, Default)]
+struct PRecord {
+    schedtick: u32,
+    schedwhen: u64,
+    execs: u32,
+    execwhen: u64,
+    syscalltick: u32,
+    syscallwhen: u64,
+    /// When sysmon asked the current slice to yield (0: not asked).
+    preempted_at: u64,
+    runnext: usize,
+    runnext_execs: u32,
+}
+
+/// What one look found.
+#[derive(Default)]
+struct Look {
+    /// Retook a P.
+    acted: bool,
+    /// A running P has a G in `runnext`.
+    runnext_busy: bool,
+    /// Some P is held by an M (running or in a syscall).
+    any_running: bool,
+}
+
+/// sysmon's sleep and wake-up (std primitives: the thread is not part of
+/// the loom models, which call `retake_p`/`handoffp` directly).
+#[cfg(not(loom))]
+pub(crate) struct Sysmon {
+    pub(crate) started: std::sync::atomic::AtomicBool,
+    /// True while sysmon sleeps because every P is idle; SeqCst, one half of
+    /// a Dekker pair with `npidle` (`wake_if_asleep`).
+    asleep: std::sync::atomic::AtomicBool,
+    woken: std::sync::Mutex<bool>,
+    cv: std::sync::Condvar,
+    thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+#[cfg(not(loom))]
+impl Sysmon {
+    pub(crate) fn new() -> Self {
+        Sysmon {
+            started: std::sync::atomic::AtomicBool::new(false),
+            asleep: std::sync::atomic::AtomicBool::new(false),
+            woken: std::sync::Mutex::new(false),
+            cv: std::sync::Condvar::new(),
+            thread: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Sleep up to `d` (0: until woken); true if woken.
+    fn sleep(&self, d: Option<Duration>) -> bool {
+        let mut w = self.woken.lock().unwrap_or_else(|e| e.into_inner());
+        if !*w {
+            w = match d {
+                Some(d) => {
+                    self.cv
+                        .wait_timeout(w, d)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+                None => self.cv.wait(w).unwrap_or_else(|e| e.into_inner()),
+            };
+        }
+        std::mem::replace(&mut *w, false)
+    }
+
+    pub(crate) fn wake(&self) {
+        *self.woken.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.cv.notify_one();
+    }
+
+    /// `pidleget` took a P while every P was idle: if sysmon sleeps for
+    /// that reason, wake it. (It stores `asleep` and then re-reads `npidle`;
+    /// we changed `npidle` and then read `asleep`, all SeqCst: one of us
+    /// sees the other.)
+    #[inline]
+    pub(crate) fn wake_if_asleep(&self) {
+        if self.asleep.load(SeqCst) {
+            self.wake();
+        }
+    }
+}
+
+impl Shared {
+    /// Start sysmon (once; with the first M).
+    #[cfg(not(loom))]
+    pub(crate) fn start_sysmon(&self) {
+        if self.sysmon.started.load(Relaxed) || self.sysmon.started.swap(true, AcqRel) {
+            return;
+        }
+        let shared = self.arc();
+        let res = std::thread::Builder::new()
+            .name(format!("{}-sysmon", self.config.name))
+            .spawn(move || shared.sysmon_loop());
+        match res {
+            Ok(h) => *self.sysmon.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(h),
+            Err(e) => eprintln!(
+                "gosched: cannot start the sysmon thread ({e}); long polls and slow \
+                 syscalls will hold their Ps"
+            ),
+        }
+    }
+
+    /// Shutdown: wake sysmon and wait for it to exit.
+    #[cfg(not(loom))]
+    pub(crate) fn stop_sysmon(&self) {
+        self.sysmon.wake();
+        let h = self
+            .sysmon
+            .thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(h) = h {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
+    }
+
+    #[cfg(not(loom))]
+    fn sysmon_loop(&self) {
+        let n = self.procs.len();
+        let mut recs = vec![PRecord::default(); n];
+        let mut delay = DELAY_MIN_US;
+        let mut idle_looks = 0u32;
+        while !self.shutdown.load(Acquire) {
+            self.sysmon.sleep(Some(Duration::from_micros(delay)));
+            if self.shutdown.load(Acquire) {
+                break;
+            }
+            if self.idle_ps() == n {
+                // Every P idle: sleep until `pidleget` takes one.
+                self.sysmon.asleep.store(true, SeqCst);
+                if self.idle_ps() == n && !self.shutdown.load(SeqCst) {
+                    self.sysmon.sleep(None);
+                }
+                self.sysmon.asleep.store(false, SeqCst);
+                delay = DELAY_MIN_US;
+                idle_looks = 0;
+                continue;
+            }
+            let look = self.sysmon_look(&mut recs, now_ns());
+            if look.acted {
+                idle_looks = 0;
+                delay = DELAY_MIN_US;
+            } else {
+                idle_looks = idle_looks.saturating_add(1);
+                if idle_looks > IDLE_LOOKS {
+                    delay = (delay * 2).min(DELAY_MAX_US);
+                }
+            }
+            let some_idle = self.idle_ps() != 0;
+            if some_idle && look.runnext_busy {
+                delay = delay.min(DELAY_RUNNEXT_US);
+            } else if some_idle && look.any_running {
+                delay = delay.min(DELAY_WATCH_US);
+            }
+        }
+    }
+
+    /// One look at every P (Go's `retake`, plus the runnext watch).
+    fn sysmon_look(&self, recs: &mut [PRecord], now: u64) -> Look {
+        let mut look = Look::default();
+        let mut stuck = false;
+        for (pi, (p, rec)) in self.procs.iter().zip(recs.iter_mut()).enumerate() {
+            let word = p.status.load_word();
+            match state_of(word) {
+                status::SYSCALL => {
+                    look.any_running = true;
+                    let t = p.syscalltick.load(Relaxed);
+                    if rec.syscalltick != t {
+                        // A new call: give it one tick (Go).
+                        rec.syscalltick = t;
+                        rec.syscallwhen = now;
+                        continue;
+                    }
+                    // Retake only if there is other work to do, or nobody
+                    // else could do it, or the call is really long.
+                    if !p.has_work()
+                        && self.spinning_ms() + self.idle_ps() > 0
+                        && now.saturating_sub(rec.syscallwhen) < SYSCALL_RETAKE_ALWAYS
+                    {
+                        continue;
+                    }
+                    if p.status.retake(word) {
+                        look.acted = true;
+                        self.handoffp(pi);
+                    }
+                }
+                st @ (status::USER | status::RUNNING) => {
+                    look.any_running = true;
+                    let tick = p.schedtick.load(Relaxed);
+                    let execs = p.execs.load(Acquire);
+                    if rec.schedtick != tick {
+                        rec.schedtick = tick;
+                        rec.schedwhen = now;
+                        rec.preempted_at = 0;
+                    } else if st == status::USER
+                        && now.saturating_sub(rec.schedwhen) >= FORCE_PREEMPT
+                    {
+                        if let Some(m) = self.owner_of(pi) {
+                            super::preempt::request(m);
+                        }
+                        // Not counted as work for the cadence (Go counts
+                        // only retakes): a hog that never honours the
+                        // request must not keep sysmon at 20 µs.
+                        rec.schedwhen = now;
+                        if rec.preempted_at == 0 {
+                            rec.preempted_at = now;
+                        }
+                    }
+                    if rec.execs != execs || st != status::USER {
+                        rec.execs = execs;
+                        rec.execwhen = now;
+                    } else if now.saturating_sub(rec.execwhen) >= RETAKE_AFTER
+                        && rec.preempted_at != 0
+                        && now.saturating_sub(rec.preempted_at) >= RETAKE_GRACE
+                        && self.p_needed(pi, now)
+                        && p.status.retake(word)
+                    {
+                        rec.execwhen = now;
+                        look.acted = true;
+                        self.handoffp(pi);
+                        continue;
+                    }
+                    // The runnext watch.
+                    let next = p.runnext.load(Acquire) as usize;
+                    if next != 0 {
+                        look.runnext_busy = true;
+                        stuck |= (next, execs) == (rec.runnext, rec.runnext_execs);
+                    }
+                    rec.runnext = next;
+                    rec.runnext_execs = execs;
+                }
+                _ => {}
+            }
+        }
+        if stuck && self.idle_ps() != 0 {
+            // A spinning M's last steal round takes it (the victim being
+            // still in the same poll).
+            self.wakep();
+        }
+        look
+    }
+
+    /// The M that last ran a task on P `pi`.
+    fn owner_of(&self, pi: usize) -> Option<&Machine> {
+        let m = self.procs[pi].owner.load(Acquire);
+        // SAFETY: `owner` points into `Shared::machines`, which keeps every
+        // M alive for the runtime's life (`Processor::owner`).
+        unsafe { m.as_ref() }
+    }
+
+    /// Is P `pi` (held in one long poll) needed elsewhere? Queued work, due
+    /// timers, global work with no idle P to take it, or an M with homed
+    /// work waiting for a P.
+    fn p_needed(&self, pi: usize, now: u64) -> bool {
+        let p = &self.procs[pi];
+        if p.has_work() || p.timers.next_when() <= now {
+            return true;
+        }
+        if self.idle_ps() != 0 {
+            return false;
+        }
+        self.global_len() > 0 || !lock(&self.sched).idle.want_p.is_empty()
+    }
+
+    /// Hand P `pi`, which the caller retook (RETAKEN), to whoever should have
+    /// it (Go's `handoffp`): an M with homed work waiting for a P first; an M
+    /// to run its queued work, due timers or the global queue's; a spinning
+    /// M if nobody spins and no P is idle (work may come); else the idle list.
+    pub(crate) fn handoffp(&self, pi: usize) {
+        let p = &self.procs[pi];
+        debug_assert_eq!(p.status.load(), status::RETAKEN);
+        let now = now_ns();
+        let mut s = lock(&self.sched);
+        let work = p.has_work() || self.global_len() > 0 || p.timers.next_when() <= now;
+        let spinning = !work
+            && s.idle.want_p.is_empty()
+            && self.spinning_ms() + self.idle_ps() == 0
+            && self.claim_spinner();
+        if !s.idle.want_p.is_empty() || !(work || spinning) {
+            // `pidleput` serves a waiting M first, else the P goes idle.
+            self.pidleput(&mut s, pi);
+            drop(s);
+            let when = p.timers.next_when();
+            if when != NEVER {
+                // Its timers need a sleeper now that nobody holds it.
+                self.timer_added(when);
+            }
+            return;
+        }
+        p.status.store(status::RUNNING);
+        let m = Shared::mget(&mut s);
+        drop(s);
+        match m {
+            Some(m) => {
+                p.set_owner(&m);
+                m.start(pi, spinning);
+            }
+            None => newm(self.arc(), pi, spinning),
+        }
+    }
+}

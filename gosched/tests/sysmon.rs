@@ -1,0 +1,367 @@
+//! sysmon: Ps are handed off from long polls and slow in-place syscalls, long
+//! time slices are asked to yield, and a `runnext` ping-pong pair shares its
+//! P. Generous bounds: these test that the hand-off happens, not its speed
+//! (W6 and W10 in `bench/` measure that).
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::rt;
+
+/// The hog tests each fill both cores for seconds; run them one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn migrating(procs: usize) -> gosched::Runtime {
+    // SAFETY: the goroutines of these tests touch no thread-local across a
+    // blocking call.
+    unsafe {
+        gosched::Builder::new()
+            .procs(procs)
+            .migrate_goroutines(true)
+    }
+    .build()
+    .unwrap()
+}
+
+/// Spins until `stop`, making no runtime call.
+fn spin_until(stop: &AtomicBool) -> u64 {
+    let mut n = 0u64;
+    while !stop.load(Relaxed) {
+        n = n.wrapping_add(1);
+        std::hint::spin_loop();
+    }
+    n
+}
+
+const HOGS: usize = 4;
+const RUN: Duration = Duration::from_secs(2);
+const MIN_TICKS: u64 = 200;
+
+enum Kind {
+    Goroutine,
+    Task,
+}
+
+/// procs 2: `HOGS` hogs that never make a runtime call, and a ticker that
+/// sleeps 1 ms at a time for `RUN`. Returns the ticks.
+fn ticks_beside_hogs(rt: &gosched::Runtime, hogs: Kind, ticker: Kind) -> u64 {
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut hog_handles = Vec::new();
+    for _ in 0..HOGS {
+        let s = stop.clone();
+        hog_handles.push(match hogs {
+            Kind::Goroutine => rt.go(move || spin_until(&s)),
+            Kind::Task => rt.spawn(async move { spin_until(&s) }),
+        });
+    }
+    // The ticks come back through a std channel with a deadline, so that a
+    // starved ticker fails the test instead of hanging it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let ticker = match ticker {
+        Kind::Goroutine => rt.go(move || {
+            let end = Instant::now() + RUN;
+            let mut n = 0;
+            while Instant::now() < end {
+                gosched::time::sleep(Duration::from_millis(1));
+                n += 1;
+            }
+            tx.send(n).unwrap();
+        }),
+        Kind::Task => rt.spawn(async move {
+            let end = Instant::now() + RUN;
+            let mut n = 0;
+            while Instant::now() < end {
+                gosched::time::sleep_async(Duration::from_millis(1)).await;
+                n += 1;
+            }
+            tx.send(n).unwrap();
+        }),
+    };
+    let ticks = rx.recv_timeout(RUN * 5);
+    stop.store(true, Relaxed);
+    for h in hog_handles {
+        rt.block_on(h).unwrap();
+    }
+    rt.block_on(ticker).unwrap();
+    ticks.expect("the ticker never finished: starved by the hogs")
+}
+
+/// Goroutine hogs, goroutine ticker, goroutines free to move (Go's model):
+/// sysmon hands each hog's P to another M, so the ticker always finds one.
+#[test]
+fn goroutine_ticker_beside_goroutine_hogs_migrating() {
+    let _s = serial();
+    let n = ticks_beside_hogs(&migrating(2), Kind::Goroutine, Kind::Goroutine);
+    eprintln!("ticks: {n}");
+    assert!(
+        n >= MIN_TICKS,
+        "only {n} ticks in {RUN:?} beside {HOGS} hogs"
+    );
+}
+
+/// Goroutine hogs, async ticker, default mode (the hogs stay on their Ms;
+/// the ticker task moves to whichever M holds a P).
+#[test]
+fn task_ticker_beside_goroutine_hogs() {
+    let _s = serial();
+    let n = ticks_beside_hogs(&rt(2), Kind::Goroutine, Kind::Task);
+    eprintln!("ticks: {n}");
+    assert!(
+        n >= MIN_TICKS,
+        "only {n} ticks in {RUN:?} beside {HOGS} hogs"
+    );
+}
+
+/// Async hogs (one never-ending poll each), async ticker.
+#[test]
+fn task_ticker_beside_task_hogs() {
+    let _s = serial();
+    let n = ticks_beside_hogs(&rt(2), Kind::Task, Kind::Task);
+    eprintln!("ticks: {n}");
+    assert!(
+        n >= MIN_TICKS,
+        "only {n} ticks in {RUN:?} beside {HOGS} hogs"
+    );
+}
+
+/// Async hogs, goroutine ticker, goroutines free to move.
+#[test]
+fn goroutine_ticker_beside_task_hogs_migrating() {
+    let _s = serial();
+    let n = ticks_beside_hogs(&migrating(2), Kind::Task, Kind::Goroutine);
+    eprintln!("ticks: {n}");
+    assert!(
+        n >= MIN_TICKS,
+        "only {n} ticks in {RUN:?} beside {HOGS} hogs"
+    );
+}
+
+fn threads_now() -> usize {
+    std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count())
+}
+
+/// procs 2, goroutines free to move: 8 goroutines block 200 ms in place
+/// (`syscall_local`), and a counter goroutine (yielding every step) keeps
+/// counting while they block: sysmon hands their Ps to new Ms.
+#[test]
+fn counter_progresses_beside_blocking_syscalls() {
+    let _s = serial();
+    let rt = migrating(2);
+    let stop = Arc::new(AtomicBool::new(false));
+    let count = Arc::new(AtomicU64::new(0));
+    let (s, c) = (stop.clone(), count.clone());
+    let counter = rt.go(move || {
+        while !s.load(Relaxed) {
+            c.fetch_add(1, Relaxed);
+            gosched::yield_now();
+        }
+    });
+    // The counter runs.
+    while count.load(Relaxed) < 1000 {
+        std::thread::yield_now();
+    }
+    let before_threads = threads_now();
+    let in_call = Arc::new(AtomicUsize::new(0));
+    let finished = Arc::new(AtomicUsize::new(0));
+    let callers: Vec<_> = (0..8)
+        .map(|_| {
+            let (ic, f) = (in_call.clone(), finished.clone());
+            rt.go(move || {
+                gosched::syscall_local(|| {
+                    ic.fetch_add(1, SeqCst);
+                    std::thread::sleep(Duration::from_millis(200));
+                    f.fetch_add(1, SeqCst);
+                })
+            })
+        })
+        .collect();
+    // Let them get into their calls, then measure the counter during the calls.
+    let t = Instant::now();
+    while in_call.load(SeqCst) < 8 && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let c0 = count.load(Relaxed);
+    std::thread::sleep(Duration::from_millis(50));
+    let c1 = count.load(Relaxed);
+    let during_threads = threads_now();
+    // All 8 were inside their calls at once, the counter counting beside them.
+    let done_early = finished.load(SeqCst);
+    eprintln!(
+        "{} in calls; counter +{} in 50 ms; threads {before_threads} -> {during_threads}",
+        in_call.load(SeqCst),
+        c1 - c0
+    );
+    assert_eq!(
+        in_call.load(SeqCst),
+        8,
+        "not every caller got into its call"
+    );
+    assert_eq!(
+        done_early, 0,
+        "the calls ran a few at a time, not all at once"
+    );
+    assert!(c1 - c0 > 100, "the counter stalled: +{} in 50 ms", c1 - c0);
+    assert!(
+        during_threads >= before_threads + 6,
+        "the blocked calls did not get Ms of their own: {before_threads} -> {during_threads}"
+    );
+    for h in callers {
+        rt.block_on(h).unwrap();
+    }
+    stop.store(true, Relaxed);
+    rt.block_on(counter).unwrap();
+}
+
+/// Go's `TestPingPongHog`, on 1 proc: two pairs of goroutines hand a token
+/// back and forth through `runnext` (each side blocks every round, so the
+/// partner always inherits the time slice); one pair does 1,000× the work
+/// per step of the other. Both pairs get the P within a time slice of each
+/// other, so their counts (work done) end within a factor of 20 (Go's own
+/// bound) over 100 ms. Without the time slice the first pair would keep the P.
+#[test]
+fn ping_pong_pairs_share_one_p() {
+    let _s = serial();
+    for rt in [rt(1), migrating(1)] {
+        let (hog, light) = rt
+            .block_on(rt.go(|| {
+                let done = Arc::new(AtomicBool::new(false));
+                let hog_count = Arc::new(AtomicU64::new(0));
+                let light_count = Arc::new(AtomicU64::new(0));
+                let hog_chan = gosched::chan::<bool>(0);
+                let light_chan = gosched::chan::<bool>(0);
+                let mut hs = Vec::new();
+                for (limit, count, ch) in [
+                    (1_000_000u64, &hog_count, &hog_chan),
+                    (1_000, &light_count, &light_chan),
+                ] {
+                    for _ in 0..2 {
+                        let (d, c, ch) = (done.clone(), count.clone(), ch.clone());
+                        hs.push(gosched::go(move || {
+                            while ch.recv().is_some() {
+                                if d.load(Relaxed) {
+                                    return;
+                                }
+                                let mut n = c.load(Relaxed);
+                                for _ in 0..limit {
+                                    n = std::hint::black_box(n + 1);
+                                }
+                                c.store(n, Relaxed);
+                                if ch.send(true).is_err() {
+                                    return;
+                                }
+                            }
+                        }));
+                    }
+                }
+                hog_chan.send(true).unwrap();
+                light_chan.send(true).unwrap();
+                gosched::time::sleep(Duration::from_millis(100));
+                done.store(true, Relaxed);
+                hog_chan.close().unwrap();
+                light_chan.close().unwrap();
+                for h in hs {
+                    h.join().unwrap();
+                }
+                (hog_count.load(Relaxed), light_count.load(Relaxed))
+            }))
+            .unwrap();
+        eprintln!("hog {hog} light {light}");
+        assert!(
+            hog / 20 <= light && light / 20 <= hog,
+            "one pair kept the P: hog {hog}, light {light}"
+        );
+    }
+}
+
+/// Default mode, 1 proc: goroutine B is homed on the only M and readied from
+/// a plain thread while goroutine A, on the same M, loops on `try_recv`
+/// (a runtime call that never blocks). Only A's yield can let B run: sysmon
+/// asks A's slice to end and A yields at its next `try_recv`.
+#[test]
+fn a_runtime_call_loop_yields_to_its_ms_other_goroutines() {
+    let _s = serial();
+    let rt = rt(1);
+    for _ in 0..3 {
+        let wake_b = gosched::chan::<()>(1);
+        let b_ran = Arc::new(AtomicBool::new(false));
+        let empty = gosched::chan::<()>(1);
+        let (w, br) = (wake_b.clone(), b_ran.clone());
+        let t = Instant::now();
+        let (spins, ran_in_loop) = rt
+            .block_on(rt.go(move || {
+                let (w2, br2) = (w.clone(), br.clone());
+                let started = gosched::chan::<()>(0);
+                let s2 = started.clone();
+                let b = gosched::go(move || {
+                    s2.send(()).unwrap();
+                    w2.recv().unwrap();
+                    br2.store(true, SeqCst);
+                });
+                started.recv().unwrap(); // B is homed on our (the only) M
+                let w3 = w.clone();
+                std::thread::spawn(move || w3.send(()).unwrap());
+                let mut spins = 0u64;
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while !br.load(SeqCst) && Instant::now() < deadline {
+                    let _ = empty.try_recv();
+                    spins += 1;
+                }
+                let ran = br.load(SeqCst);
+                b.join().unwrap();
+                (spins, ran)
+            }))
+            .unwrap();
+        eprintln!("B ran after {:?} ({spins} try_recvs)", t.elapsed());
+        assert!(ran_in_loop, "B never ran beside the try_recv loop");
+        assert!(b_ran.load(SeqCst));
+        drop(wake_b);
+    }
+}
+
+/// The async form: a task whose channel is always ready never returns
+/// `Pending` by itself; asked to yield, its next `recv_async` does, and the
+/// task queued behind it on the one P runs — on the same M, since the poll
+/// ended (had sysmon retaken the P instead, it would run on another M).
+#[test]
+fn an_always_ready_async_loop_yields() {
+    let _s = serial();
+    let rt = rt(1);
+    for _ in 0..3 {
+        let other_ran = Arc::new(AtomicBool::new(false));
+        let o = other_ran.clone();
+        let (looped, looper, other) = rt
+            .block_on(rt.spawn(async move {
+                let ch = gosched::chan::<u32>(1);
+                let o2 = o.clone();
+                // Queued behind us on the one P.
+                let other = gosched::spawn(async move {
+                    o2.store(true, SeqCst);
+                    std::thread::current().id()
+                });
+                let mut n = 0u64;
+                let deadline = Instant::now() + Duration::from_secs(10);
+                let me = std::thread::current().id();
+                while !o.load(SeqCst) && Instant::now() < deadline {
+                    assert_eq!(std::thread::current().id(), me);
+                    ch.try_send(1).unwrap();
+                    ch.recv_async().await.unwrap();
+                    n += 1;
+                }
+                (n, me, other.await.unwrap())
+            }))
+            .unwrap();
+        assert!(other_ran.load(SeqCst), "the queued task never ran");
+        eprintln!("{looped} ready receives before the queued task ran");
+        assert_eq!(
+            looper, other,
+            "the P was retaken instead of the task yielding"
+        );
+    }
+}
