@@ -77,3 +77,11 @@ func runCalls(n int64, call func() int64) (time.Duration, int64) {
 	}
 	return time.Since(t), total
 }
+
+// reportExtra is report with the three workload-specific figures (W6: ticker
+// lateness p50, p99, max in ns; W10: baseline and beside-the-callers chunk
+// counts).
+func reportExtra(workload string, size int64, elapsed time.Duration, result int64, x0, x1, x2 int64) {
+	fmt.Printf("{\"workload\":%q,\"impl\":\"go\",\"procs\":%d,\"size\":%d,\"elapsed_ns\":%d,\"result\":%d,\"rss_before_kb\":0,\"rss_after_kb\":0,\"vmhwm_kb\":%d,\"x0\":%d,\"x1\":%d,\"x2\":%d}\n",
+		workload, runtime.GOMAXPROCS(0), size, elapsed.Nanoseconds(), result, statusKB("VmHWM"), x0, x1, x2)
+}

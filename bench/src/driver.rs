@@ -30,6 +30,9 @@ pub const LONG_RUN: Duration = Duration::from_secs(2);
 pub struct Run {
     pub primary: f64,
     pub elapsed_ns: u64,
+    /// The sample's result and workload-specific figures (`Sample`).
+    pub result: u64,
+    pub extra: [u64; 3],
     /// The child's peak RSS (KiB): its VmHWM as it ended.
     pub peak_rss_kb: u64,
     pub wall: Duration,
@@ -80,6 +83,14 @@ impl Row {
 
     pub fn median_elapsed_ns(&self) -> f64 {
         median(self.runs.iter().map(|r| r.elapsed_ns as f64).collect())
+    }
+
+    pub fn median_result(&self) -> f64 {
+        median(self.runs.iter().map(|r| r.result as f64).collect())
+    }
+
+    pub fn median_extra(&self, i: usize) -> f64 {
+        median(self.runs.iter().map(|r| r.extra[i] as f64).collect())
     }
 
     pub fn median_peak_rss_kb(&self) -> f64 {
@@ -354,19 +365,25 @@ fn measure(
         return Err(format!("ran with {got_procs} procs, not {procs}"));
     }
     let result = num("result")?;
-    let expected = w.expected(size, procs);
-    if result != expected {
-        return Err(format!("wrong result {result} (expected {expected})"));
+    if let Some(expected) = w.expected(size, procs) {
+        if result != expected {
+            return Err(format!("wrong result {result} (expected {expected})"));
+        }
     }
+    // Workload-specific figures; older result lines lack them.
+    let opt = |k: &str| num(k).unwrap_or(0);
     let sample = crate::workloads::Sample {
         elapsed_ns: num("elapsed_ns")?,
         result,
         rss_before_kb: num("rss_before_kb")?,
         rss_after_kb: num("rss_after_kb")?,
+        extra: [opt("x0"), opt("x1"), opt("x2")],
     };
     Ok(Run {
         primary: w.primary(&sample, size, procs),
         elapsed_ns: sample.elapsed_ns,
+        result: sample.result,
+        extra: sample.extra,
         // The child's own VmHWM, read as it ends. wait4's ru_maxrss is only
         // the fallback: Linux folds the pre-exec address space (this
         // driver's, after fork/vfork) into it, so small children read high.

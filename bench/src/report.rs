@@ -101,7 +101,7 @@ pub fn text_table(r: &WorkloadResult, procs: usize) -> String {
                     fmt_num(m),
                     fmt_num(row.min()),
                     fmt_num(row.max()),
-                    w.secondary(m, row.median_elapsed_ns(), row.size),
+                    w.secondary(m, row),
                     fmt_kb(row.median_peak_rss_kb())
                 );
                 if row.imp.is_gosched() {
@@ -197,7 +197,7 @@ pub fn markdown(meta: &Meta, results: &[WorkloadResult]) -> String {
                         fmt_num(m),
                         fmt_num(row.min()),
                         fmt_num(row.max()),
-                        w.secondary(m, row.median_elapsed_ns(), row.size),
+                        w.secondary(m, row),
                         fmt_kb(row.median_peak_rss_kb())
                     );
                     for p in Impl::PEERS {
@@ -292,7 +292,7 @@ pub fn json(meta: &Meta, results: &[WorkloadResult], workspace: &Path) -> String
                 .str(
                     "secondary",
                     &row.median()
-                        .map(|m| w.secondary(m, row.median_elapsed_ns(), row.size))
+                        .map(|m| w.secondary(m, row))
                         .unwrap_or_default(),
                 )
                 .opt_float("peak_rss_kb", ok.then(|| row.median_peak_rss_kb()))

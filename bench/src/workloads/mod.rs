@@ -11,12 +11,14 @@ use std::time::{Duration, Instant};
 
 pub mod s1_syscall;
 pub mod t1_after;
+pub mod w10_syscall;
 pub mod w13_churn;
 pub mod w1_spawn;
 pub mod w2_skynet;
 pub mod w3_pingpong;
 pub mod w4_yield;
 pub mod w5_mpmc;
+pub mod w6_fairness;
 pub mod w7_parked;
 
 /// W5 cap 0: the message count of the thread + channel-crate rows in full
@@ -148,10 +150,14 @@ pub enum Workload {
     W8Sleep,
     /// Churn: units alive at once, all released and joined (issue 25).
     W13Churn,
+    /// Fairness: a 1 ms ticker beside 4 hogs (issue 19).
+    W6Fairness,
+    /// CPU work beside units blocked in 50 ms calls (issue 19).
+    W10Syscall,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 12] = [
+    pub const ALL: [Workload; 14] = [
         Workload::W1Spawn,
         Workload::W2Skynet,
         Workload::W3Pingpong,
@@ -164,6 +170,8 @@ impl Workload {
         Workload::S2Getppid,
         Workload::W8Sleep,
         Workload::W13Churn,
+        Workload::W6Fairness,
+        Workload::W10Syscall,
     ];
 
     pub fn id(self) -> &'static str {
@@ -180,6 +188,8 @@ impl Workload {
             Workload::S2Getppid => "s2",
             Workload::W8Sleep => "w8",
             Workload::W13Churn => "w13",
+            Workload::W6Fairness => "w6",
+            Workload::W10Syscall => "w10",
         }
     }
 
@@ -197,6 +207,8 @@ impl Workload {
             Workload::S2Getppid => "getppid",
             Workload::W8Sleep => "sleep",
             Workload::W13Churn => "churn",
+            Workload::W6Fairness => "fairness",
+            Workload::W10Syscall => "syscall",
         }
     }
 
@@ -271,6 +283,22 @@ impl Workload {
             Workload::S1Syscall | Workload::S2Getppid => {
                 matches!(imp, Impl::GoschedGo | Impl::GoschedGoMigrate | Impl::Go)
             }
+            // Hogs and blocking calls: goroutines (both modes; the async
+            // row of W6 is an async ticker beside goroutine hogs), tokio,
+            // may, Go.
+            Workload::W6Fairness => matches!(
+                imp,
+                Impl::GoschedGo
+                    | Impl::GoschedGoMigrate
+                    | Impl::GoschedAsync
+                    | Impl::Go
+                    | Impl::Tokio
+                    | Impl::May
+            ),
+            Workload::W10Syscall => matches!(
+                imp,
+                Impl::GoschedGo | Impl::GoschedGoMigrate | Impl::Go | Impl::Tokio | Impl::May
+            ),
             Workload::W8Sleep | Workload::W13Churn => matches!(
                 imp,
                 Impl::GoschedGo
@@ -331,6 +359,11 @@ impl Workload {
             (Workload::S2Getppid, true) => 100_000,
             (Workload::W8Sleep | Workload::W13Churn, false) => 100_000,
             (Workload::W8Sleep | Workload::W13Churn, true) => 20_000,
+            // W6: the ticker's window, ms; W10: each phase, ms.
+            (Workload::W6Fairness, false) => 2_000,
+            (Workload::W6Fairness, true) => 1_000,
+            (Workload::W10Syscall, false) => 1_000,
+            (Workload::W10Syscall, true) => 500,
         }
     }
 
@@ -436,6 +469,16 @@ impl Workload {
                 group(size),
                 w13_churn::ROUNDS
             ),
+            Workload::W6Fairness => format!(
+                "{} units spin with no runtime call; one unit sleeps 1 ms at a time for {} ms; ticker lateness p99 (gosched-async: an async ticker beside goroutine hogs)",
+                w6_fairness::HOGS,
+                group(size)
+            ),
+            Workload::W10Syscall => format!(
+                "{procs} CPU units (20 µs chunks, then a yield) for {} ms alone, then beside {} units looping on a blocking 50 ms call; % of the CPU work kept (higher is better)",
+                group(size),
+                w10_syscall::CALLERS
+            ),
         }
     }
 
@@ -451,12 +494,15 @@ impl Workload {
             Workload::S1Syscall | Workload::S2Getppid => "ns/call",
             Workload::W8Sleep => "ms",
             Workload::W13Churn => "ms/round",
+            Workload::W6Fairness => "ms p99 late",
+            Workload::W10Syscall => "% kept",
         }
     }
 
-    /// What `Sample::result` must be.
-    pub fn expected(self, size: u64, procs: usize) -> u64 {
-        match self {
+    /// What `Sample::result` must be (`None`: a measurement, not a check).
+    pub fn expected(self, size: u64, procs: usize) -> Option<u64> {
+        Some(match self {
+            Workload::W6Fairness | Workload::W10Syscall => return None,
             Workload::W1Spawn | Workload::W7Parked | Workload::T1After | Workload::W8Sleep => size,
             Workload::W13Churn => size * w13_churn::ROUNDS,
             Workload::S1Syscall | Workload::S2Getppid => {
@@ -466,7 +512,7 @@ impl Workload {
             // The pinger sends 0..n, the ponger answers each v with v + 1.
             Workload::W3Pingpong => size * (size + 1) / 2,
             Workload::W4Yield => 2 * procs as u64 * size,
-        }
+        })
     }
 
     /// The reported figure of one sample, in [`Workload::unit`].
@@ -485,12 +531,27 @@ impl Workload {
                 let delta_kb = s.rss_after_kb.saturating_sub(s.rss_before_kb);
                 (delta_kb * 1024) as f64 / size as f64
             }
+            Workload::W6Fairness => s.extra[1] as f64 / 1e6,
+            Workload::W10Syscall => s.result as f64 / 100.0,
         }
     }
 
-    /// A second figure derived from the median primary one, shown beside it.
-    pub fn secondary(self, median_primary: f64, median_elapsed_ns: f64, size: u64) -> String {
+    /// A second figure derived from the median primary one (and the row's
+    /// other medians), shown beside it.
+    pub fn secondary(self, median_primary: f64, row: &crate::driver::Row) -> String {
+        let (median_elapsed_ns, size) = (row.median_elapsed_ns(), row.size);
         match self {
+            Workload::W6Fairness => format!(
+                "{:.0} ticks, p50 {:.2} ms, max {:.1} ms",
+                row.median_result(),
+                row.median_extra(0) / 1e6,
+                row.median_extra(2) / 1e6
+            ),
+            Workload::W10Syscall => format!(
+                "{:.0} → {:.0} chunks",
+                row.median_extra(0),
+                row.median_extra(1)
+            ),
             Workload::W1Spawn => format!("{:.0} ns/task", median_primary * 1e6 / size as f64),
             Workload::W2Skynet => {
                 let nodes = (size * 10 - 1) / 9; // 1 + 10 + ... + size
@@ -522,9 +583,40 @@ pub struct Sample {
     /// W7 only: VmRSS before spawning and once every unit is parked.
     pub rss_before_kb: u64,
     pub rss_after_kb: u64,
+    /// Workload-specific figures (W6: lateness p50, p99, max in ns; W10:
+    /// baseline and beside-the-callers chunk counts).
+    pub extra: [u64; 3],
 }
 
 impl Sample {
+    /// W6: `ticks` ticks in `window`, with these latenesses (ns).
+    pub fn latencies(window: Duration, ticks: u64, mut late_ns: Vec<u64>) -> Sample {
+        late_ns.sort_unstable();
+        let at = |q: f64| -> u64 {
+            if late_ns.is_empty() {
+                return 0;
+            }
+            let i = ((late_ns.len() - 1) as f64 * q).round() as usize;
+            late_ns[i]
+        };
+        Sample {
+            elapsed_ns: window.as_nanos() as u64,
+            result: ticks,
+            extra: [at(0.5), at(0.99), at(1.0)],
+            ..Sample::default()
+        }
+    }
+
+    /// W10: `beside` as a share of `base`, in hundredths of a percent.
+    pub fn ratio(elapsed: Duration, base: u64, beside: u64) -> Sample {
+        Sample {
+            elapsed_ns: elapsed.as_nanos() as u64,
+            result: (beside as f64 * 10_000.0 / base.max(1) as f64).round() as u64,
+            extra: [base, beside, 0],
+            ..Sample::default()
+        }
+    }
+
     pub fn timed(elapsed: Duration, result: u64) -> Sample {
         Sample {
             elapsed_ns: elapsed.as_nanos() as u64,
@@ -564,6 +656,8 @@ pub fn run_one(w: Workload, imp: Impl, procs: usize, size: u64) -> Result<(), St
         Workload::S2Getppid => s1_syscall::run(imp, procs, size, false),
         Workload::W8Sleep => w13_churn::run_sleep(imp, procs, size),
         Workload::W13Churn => w13_churn::run(imp, procs, size),
+        Workload::W6Fairness => w6_fairness::run(imp, procs, size),
+        Workload::W10Syscall => w10_syscall::run(imp, procs, size),
     };
     let line = crate::json::Obj::new()
         .str("workload", w.id())
@@ -574,6 +668,9 @@ pub fn run_one(w: Workload, imp: Impl, procs: usize, size: u64) -> Result<(), St
         .num("result", sample.result)
         .num("rss_before_kb", sample.rss_before_kb)
         .num("rss_after_kb", sample.rss_after_kb)
+        .num("x0", sample.extra[0])
+        .num("x1", sample.extra[1])
+        .num("x2", sample.extra[2])
         .num("vmhwm_kb", crate::procfs::status_kb("VmHWM").unwrap_or(0))
         .finish();
     use std::io::Write;
@@ -721,7 +818,13 @@ mod tests {
             Workload::W5Mpmc.size_for(Impl::Flume, 10_000_000).0,
             10_000_000
         );
-        assert_eq!(Workload::W3Pingpong.expected(3, 2), 1 + 2 + 3);
+        assert_eq!(Workload::W3Pingpong.expected(3, 2), Some(1 + 2 + 3));
+        assert_eq!(Workload::W6Fairness.expected(2000, 2), None);
+        // W6's figures: p50, p99, max of the latenesses; ticks as the result.
+        let s = Sample::latencies(Duration::from_secs(2), 3, vec![30, 10, 20]);
+        assert_eq!((s.result, s.extra), (3, [20, 30, 30]));
+        // W10's: beside ÷ base in hundredths of a percent.
+        assert_eq!(Sample::ratio(Duration::from_secs(2), 200, 150).result, 7_500);
         assert!(Impl::GoschedGo.races(Impl::Crossbeam) && !Impl::GoschedAsync.races(Impl::Go));
     }
 }

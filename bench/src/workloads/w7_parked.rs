@@ -194,5 +194,6 @@ fn sample(to_park: Duration, finished: u64, before: u64, after: u64) -> Sample {
         result: finished,
         rss_before_kb: before,
         rss_after_kb: after,
+        ..Sample::default()
     }
 }

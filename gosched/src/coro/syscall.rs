@@ -58,7 +58,7 @@ use std::time::{Duration, Instant};
 use super::{block_on_goroutine, current_pinned};
 use crate::sched::blocking::Job;
 use crate::sched::context::with_current;
-use crate::sched::syscall::{homed_on_this_m, in_place, lost_p_in_poll};
+use crate::sched::syscall::{homed_on_this_m, in_place, in_place_blocking, lost_p_in_poll};
 
 /// Run `f`, a call that may block its OS thread (a system call, a blocking
 /// library), from a goroutine without holding up the other goroutines of its
@@ -78,20 +78,61 @@ where
     R: Send,
 {
     if let Some(pinned) = current_pinned() {
+        let site = site_slot(Location::caller());
+        let avg = site.load(Relaxed);
+        let slow = avg == UNSEEN || avg >= SLOW_NS;
         // The calling goroutine itself counts in `homed` when pinned.
-        if homed_on_this_m() > usize::from(pinned) {
-            let site = site_slot(Location::caller());
-            let avg = site.load(Relaxed);
-            if avg == UNSEEN || avg >= SLOW_NS {
-                return hand_off(f, site);
-            }
-            let t = Instant::now();
-            let r = run_in_place(f);
-            record(site, t.elapsed());
+        if slow && homed_on_this_m() > usize::from(pinned) {
+            return hand_off(f, site);
+        }
+        // In place. A site whose calls are slow gives its P away first
+        // (Go's `entersyscallblock`), so the P's queue runs on at once
+        // instead of after sysmon's next look; a fast site keeps it (and
+        // sysmon retakes it if a call turns out slow). Fast sites are
+        // re-measured one call in `SAMPLE` (two clock reads per measure).
+        if slow || sample_this_call() {
+            // Time `f` alone: a hand-off's own cost must not make a fast
+            // site look slow.
+            let timed = || {
+                let t = Instant::now();
+                let r = f();
+                (r, t.elapsed())
+            };
+            let (r, took) = if slow {
+                run_in_place_blocking(timed)
+            } else {
+                run_in_place(timed)
+            };
+            record(site, took);
             return r;
         }
     }
     run_in_place(f)
+}
+
+/// One call in this many of a fast site is timed.
+const SAMPLE: u32 = 16;
+
+/// Whether to time this call of a fast site (a per-thread countdown).
+#[inline(never)]
+fn sample_this_call() -> bool {
+    std::thread_local! {
+        static COUNT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+    COUNT.with(|c| {
+        let n = c.get().wrapping_add(1);
+        c.set(n);
+        n % SAMPLE == 0
+    })
+}
+
+/// `run_in_place`, handing the P off before `f` (`in_place_blocking`).
+fn run_in_place_blocking<R>(f: impl FnOnce() -> R) -> R {
+    let r = in_place_blocking(f);
+    if lost_p_in_poll() && super::in_goroutine() {
+        super::yield_goroutine();
+    }
+    r
 }
 
 /// `in_place`, then Go's `exitsyscall` for a goroutine: if sysmon handed

@@ -32,6 +32,7 @@ pub struct Builder {
     max_threads: usize,
     name: String,
     migrate_goroutines: bool,
+    sysmon: bool,
 }
 
 impl Default for Builder {
@@ -48,6 +49,7 @@ impl Builder {
             max_threads: DEFAULT_MAX_THREADS,
             name: "gosched".into(),
             migrate_goroutines: false,
+            sysmon: crate::sched::config::default_sysmon(),
         }
     }
 
@@ -99,6 +101,16 @@ impl Builder {
         self
     }
 
+    /// Run sysmon, the thread that hands Ps off from slow syscalls and long
+    /// polls and asks long time slices to yield (default: on, unless the
+    /// environment says `GOSCHED_SYSMON=0`). Turning it off is for measuring
+    /// what it costs: without it one never-yielding goroutine or task holds
+    /// its P for good, as in tokio.
+    pub fn sysmon(mut self, on: bool) -> Self {
+        self.sysmon = on;
+        self
+    }
+
     pub fn build(self) -> std::io::Result<Runtime> {
         let procs = self.procs.unwrap_or_else(default_procs);
         crate::stack::round_size(self.stack_size)
@@ -110,6 +122,7 @@ impl Builder {
                 max_threads: self.max_threads.max(procs + 1),
                 name: self.name,
                 migrate_goroutines: self.migrate_goroutines,
+                sysmon: self.sysmon,
             }),
             stopped: false,
         })

@@ -20,6 +20,10 @@ pub(crate) struct Config {
     /// set only through `unsafe fn Builder::migrate_goroutines`. Default false:
     /// the thread rule (`machine.rs`).
     pub(crate) migrate_goroutines: bool,
+    /// Start sysmon (`sysmon.rs`). Off only for measuring its cost
+    /// (`GOSCHED_SYSMON=0`, `Builder::sysmon(false)`): without it a slow
+    /// syscall or a long poll holds its P, and nothing preempts.
+    pub(crate) sysmon: bool,
 }
 
 impl Config {
@@ -34,8 +38,14 @@ impl Config {
             max_threads: DEFAULT_MAX_THREADS.max(procs + 1),
             name: "gosched-global".into(),
             migrate_goroutines: false,
+            sysmon: default_sysmon(),
         }
     }
+}
+
+/// sysmon runs unless `GOSCHED_SYSMON=0`.
+pub(crate) fn default_sysmon() -> bool {
+    std::env::var("GOSCHED_SYSMON").map_or(true, |v| v.trim() != "0")
 }
 
 /// Procs when none is configured: `GOSCHED_MAXPROCS`, else the available

@@ -50,6 +50,7 @@ fn runtime_with(procs: usize, max_threads: usize) -> Arc<Shared> {
         max_threads,
         name: "loom".into(),
         migrate_goroutines: false,
+        sysmon: false,
     })
 }
 
@@ -249,5 +250,130 @@ fn join_handle_drop_races_completion() {
         drop(enter);
         shutdown(rt);
         assert_eq!(drops.load(SeqCst), 1);
+    });
+}
+
+/// sysmon's side of a retake, as `sysmon_look` does it: wait until some P
+/// is in `state` (USER: a poll; SYSCALL: a call in place), CAS it to
+/// RETAKEN from the word seen, and hand it off. Gives up once `stop` is set.
+fn sysmon_retakes(rt: &Arc<Shared>, state: u8, stop: &AtomicBool) -> bool {
+    loop {
+        if stop.load(Acquire) {
+            return false;
+        }
+        for (pi, p) in rt.procs.iter().enumerate() {
+            let word = p.status.load_word();
+            if super::status::state_of(word) == state && p.status.retake(word) {
+                rt.handoffp(pi);
+                return true;
+            }
+        }
+        thread::yield_now();
+    }
+}
+
+/// One P. Task A spawns B into the P's `runnext` and then keeps polling
+/// until B has run: with the only P held by A's poll, only a retake can run
+/// B. sysmon retakes the P (USER → RETAKEN) and hands it to a new M, which
+/// runs B; A's poll then ends on an M whose P is gone (its CAS compares the
+/// generation), which goes P-less. Nothing is lost or run twice, and the
+/// runtime shuts down.
+#[test]
+fn retake_from_a_long_poll_hands_the_p_off() {
+    model(1, || {
+        let rt = runtime_with(1, 2);
+        let enter = EnterGuard::new(&rt);
+        let b_ran = Arc::new(AtomicBool::new(false));
+        let rt2 = rt.clone();
+        let d = b_ran.clone();
+        let a = spawn(&rt, async move {
+            let d2 = d.clone();
+            drop(spawn(&rt2, async move { d2.store(true, Release) }));
+            while !d.load(Acquire) {
+                thread::yield_now();
+            }
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let (rt3, s3) = (rt.clone(), stop.clone());
+        let sysmon = thread::spawn(move || sysmon_retakes(&rt3, super::status::USER, &s3));
+        block_on_thread(a).unwrap();
+        stop.store(true, Release);
+        assert!(sysmon.join().unwrap(), "B ran without a retake on one P");
+        assert!(b_ran.load(Acquire));
+        drop(enter);
+        shutdown(rt);
+    });
+}
+
+/// One P. Task A readies B (`runnext`) and then blocks in a call made in
+/// place (`syscall::in_place`, SYSCALL) that returns only once B has run.
+/// sysmon's SYSCALL → RETAKEN races the call's return (SYSCALL → USER):
+/// whichever wins, B runs, A completes, and an M that lost its P finishes
+/// its poll P-less.
+#[test]
+fn retake_from_a_syscall_races_its_return() {
+    model(1, || {
+        let rt = runtime_with(1, 2);
+        let enter = EnterGuard::new(&rt);
+        let b_ran = Arc::new(AtomicBool::new(false));
+        let rt2 = rt.clone();
+        let d = b_ran.clone();
+        let a = spawn(&rt, async move {
+            let d2 = d.clone();
+            drop(spawn(&rt2, async move { d2.store(true, Release) }));
+            super::syscall::in_place(|| {
+                while !d.load(Acquire) {
+                    thread::yield_now();
+                }
+            });
+            // A runtime call after the syscall: takes the P back, or finds
+            // it gone (then it must not touch the P).
+            drop(spawn(&rt2, async {}));
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let (rt3, s3) = (rt.clone(), stop.clone());
+        let sysmon = thread::spawn(move || sysmon_retakes(&rt3, super::status::SYSCALL, &s3));
+        block_on_thread(a).unwrap();
+        stop.store(true, Release);
+        assert!(sysmon.join().unwrap(), "B ran without a retake on one P");
+        assert!(b_ran.load(Acquire));
+        drop(enter);
+        shutdown(rt);
+    });
+}
+
+/// Two Ps. sysmon retakes P 0 from a poll that has nothing queued behind
+/// it, so `handoffp` puts it on the idle list (or starts a spinning M if
+/// nobody spins and no P is idle), while the other M drops its own P and
+/// parks: the hand-off and the park race on the idle lists. A task
+/// spawned afterwards from a plain thread must still run.
+#[test]
+fn hand_off_to_idle_races_an_m_parking() {
+    // 1 preemption: ~10 minutes; 0 keeps it in the CI budget.
+    model(PREEMPTIONS, || {
+        let rt = runtime_with(2, 2);
+        let enter = EnterGuard::new(&rt);
+        let go_on = Arc::new(AtomicBool::new(false));
+        let g = go_on.clone();
+        let a = spawn(&rt, async move {
+            while !g.load(Acquire) {
+                thread::yield_now();
+            }
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let (rt3, s3, g3) = (rt.clone(), stop.clone(), go_on.clone());
+        let sysmon = thread::spawn(move || {
+            let took = sysmon_retakes(&rt3, super::status::USER, &s3);
+            g3.store(true, Release);
+            took
+        });
+        let late = spawn(&rt, async { 5 });
+        assert_eq!(block_on_thread(late).unwrap(), 5);
+        block_on_thread(a).unwrap();
+        stop.store(true, Release);
+        go_on.store(true, Release);
+        sysmon.join().unwrap();
+        drop(enter);
+        shutdown(rt);
     });
 }

@@ -375,10 +375,12 @@ impl MachineCtx {
     }
 
     /// A pinned goroutine about to run for the first time stays where it
-    /// first runs, so choose that M now: here, unless this M already holds at
-    /// least `PLACE_MIN` homed goroutines and either a P is idle (then an idle
-    /// M is started there with it, or it goes to the global queue for a new M)
-    /// or it holds over 11/10 of the average of the Ms holding a P (then it is
+    /// first runs, so choose that M now: here, unless a P is idle and this M
+    /// is crowded — it holds at least `PLACE_MIN` homed goroutines, or one of
+    /// them waits to run (two CPU-bound goroutines homed together could never
+    /// run in parallel) — then an idle M is started there with it, or it goes
+    /// to the global queue for a new M; or unless this M holds at least
+    /// `PLACE_MIN` and over 11/10 of the average of the Ms holding a P (then it is
     /// homed on the least loaded of them and pushed to its inbox: it starts
     /// there). Returns the task if it runs here.
     fn place(&self, task: Task) -> Option<Task> {
@@ -388,7 +390,11 @@ impl MachineCtx {
         let me: *const Machine = Arc::as_ptr(&self.m);
         let mine = self.m.homed.load(Relaxed);
         let mut task = task;
-        if mine >= PLACE_MIN && self.shared.idle_ps() > 0 {
+        // A homed goroutine of ours waits to run (it yielded, or was woken
+        // behind another): starting this one here too would make them take
+        // turns on one thread for good, while a P is idle.
+        let crowded = mine >= PLACE_MIN || !self.localq.borrow().is_empty();
+        if crowded && self.shared.idle_ps() > 0 {
             // A P is idle: start an idle M there with this goroutine.
             match self.shared.start_idle_m_with(task) {
                 Ok(()) => return None,
@@ -401,6 +407,13 @@ impl MachineCtx {
                 }
                 Err(t) => task = t,
             }
+        } else if crowded && mine < PLACE_MIN && self.shared.spinning_ms() > 0 {
+            // No P idle, but an M is spinning for work (a `wakep` for this
+            // very goroutine, most often): leave it to that M through the
+            // global queue. If the spinner finds other work first, this M
+            // takes it back later and starts it here.
+            self.shared.global_push(task);
+            return None;
         }
         if mine >= PLACE_MIN && self.shared.procs.len() > 1 {
             let (mut total, mut ms) = (mine, 1);
@@ -454,7 +467,6 @@ impl MachineCtx {
             // that has not moved for `FORCE_PREEMPT`.
             p.schedtick
                 .store(p.schedtick.load(Relaxed).wrapping_add(1), Relaxed);
-            preempt::slice_starts(&self.m);
         }
         // Owner-only write; thieves compare it across their `runnext` wait.
         p.execs
@@ -465,6 +477,10 @@ impl MachineCtx {
         self.in_poll.set(true);
         let polled = task.run();
         self.in_poll.set(false);
+        // A preemption request ends with the poll it was meant for (a
+        // flag left on an M that goes idle would keep every runtime call
+        // of every M on the slow path of `preempt::requested`).
+        preempt::clear(&self.m);
         // The poll is over: take the P back, unless sysmon retook it. (The P
         // may not be the one we started with: a syscall or runtime call that
         // found it retaken may have taken an idle one, `lost_p_in_poll`.)

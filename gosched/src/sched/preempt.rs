@@ -17,10 +17,12 @@
 //!   poll returns and the task is requeued: tokio's coop budget, driven by
 //!   time instead of a count.
 //!
-//! The flag is cleared when a new time slice starts on the M (`execute`
-//! without inheriting the slice: `slice_starts`) and when a goroutine
-//! honours it. A request that lands after its slice ended only makes the
-//! next slice yield early: harmless.
+//! The flag is cleared when the poll ends (`execute`: the task yielded,
+//! parked or completed) and when a goroutine honours it. A slice handed on
+//! through `runnext` keeps its `schedtick`, so sysmon asks again 10 ms
+//! later; a request that lands after its poll ended only makes the next
+//! poll yield early: harmless. A flag never outlives its poll, so an M that
+//! goes idle leaves `REQUESTS` as it found it.
 //!
 //! `REQUESTS` counts the flags set in the whole process, so the check on the
 //! hot path is one relaxed load of a read-mostly word; only while some M is
@@ -28,11 +30,15 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
+use crossbeam_utils::CachePadded;
+
 use super::context;
 use super::machine::Machine;
 
 /// Flags set across every runtime of the process.
-static REQUESTS: AtomicUsize = AtomicUsize::new(0);
+/// On its own cache line: read by every channel operation, written only by
+/// sysmon and by the Ms it asks.
+static REQUESTS: CachePadded<AtomicUsize> = CachePadded::new(AtomicUsize::new(0));
 
 /// sysmon: ask the task running on `m` to yield at its next runtime call.
 pub(crate) fn request(m: &Machine) {
@@ -41,9 +47,9 @@ pub(crate) fn request(m: &Machine) {
     }
 }
 
-/// The M starts a new time slice (or a goroutine honoured the request).
+/// The poll running on `m` ended (or a goroutine honoured the request).
 #[inline]
-pub(crate) fn slice_starts(m: &Machine) {
+pub(crate) fn clear(m: &Machine) {
     if m.preempt.load(Relaxed) && m.preempt.swap(false, Relaxed) {
         REQUESTS.fetch_sub(1, Relaxed);
     }
@@ -66,14 +72,14 @@ fn requested_here() -> bool {
 /// happens once.
 pub(crate) fn honoured() {
     if let Some(ctx) = context::current() {
-        slice_starts(&ctx.m);
+        clear(&ctx.m);
     }
 }
 
 /// For the poll of an async gosched resource: `Pending` (the task woken
 /// first, so it is requeued at once) while the M is asked to yield. The
-/// request stays set until the next slice starts, so every gosched resource
-/// the task polls meanwhile says `Pending` too and the poll unwinds.
+/// request stays set until the poll ends, so every gosched resource the
+/// task polls meanwhile says `Pending` too and the poll unwinds.
 #[inline]
 pub(crate) fn poll_preempted(cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
     if requested() {

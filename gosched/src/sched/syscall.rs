@@ -53,6 +53,34 @@ pub(crate) fn in_place<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Run `f`, a call known to block, on the calling thread after handing the
+/// P to whoever should have it (Go's `entersyscallblock`): the M takes its
+/// own P as sysmon would (USER → RETAKEN, bumping the generation) and calls
+/// `handoffp`. When `f` returns, Go's `exitsyscall` slow path: an idle P if
+/// there is one, else P-less for the rest of the poll.
+pub(crate) fn in_place_blocking<R>(f: impl FnOnce() -> R) -> R {
+    let gave = context::current().and_then(|ctx| {
+        let pi = ctx.p.get()?;
+        let p = &ctx.shared.procs[pi];
+        if !ctx.in_poll.get() || !p.status.retake(ctx.pword.get()) {
+            return None;
+        }
+        ctx.p.set(None);
+        ctx.shared.handoffp(pi);
+        Some(ctx)
+    });
+    struct Back(Option<&'static MachineCtx>);
+    impl Drop for Back {
+        fn drop(&mut self) {
+            if let Some(ctx) = self.0 {
+                ctx.lost_p_in_poll();
+            }
+        }
+    }
+    let _back = Back(gave);
+    f()
+}
+
 /// Whether the calling M is inside a poll without a P (sysmon retook it and
 /// no idle P was free when the M noticed).
 pub(crate) fn lost_p_in_poll() -> bool {

@@ -32,9 +32,12 @@
 //! # Cadence
 //!
 //! Go's: sleep 20 µs between looks; after 50 looks in a row with nothing to
-//! do, double the sleep up to 10 ms. Two caps keep the `runnext` bound: 50 µs
-//! while a running P has a G in `runnext`, 1 ms while some P runs and some P
-//! is idle (a stuck `runnext` could be stolen). When every P is idle sysmon
+//! do, double the sleep up to 10 ms. Two caps keep the `runnext` bound: 1 ms
+//! while some P runs and some P is idle (a stuck `runnext` could be stolen:
+//! it waits at most about two looks), and 50 µs for 2 ms after a stuck one
+//! was found (it tends to happen again). Looking every 50 µs whenever a G
+//! merely passes through a `runnext` (the old watcher's rule) cost a busy
+//! 2-core box a context switch every 50 µs. When every P is idle sysmon
 //! sleeps until `pidleget` takes one (`Sysmon::wake_if_asleep`): an idle
 //! runtime uses no CPU.
 //!
@@ -72,9 +75,12 @@ const DELAY_MAX_US: u64 = 10_000;
 /// Looks with nothing to do before the sleep starts doubling (Go: 50, i.e.
 /// 1 ms of 20 µs looks).
 const IDLE_LOOKS: u32 = 50;
-/// The sleep while a running P has a G in `runnext` and a P is idle (the
-/// old watcher's period): a stuck G is stolen within about two of these.
+/// The sleep for a while after a stuck `runnext` was found, while a P is
+/// idle: a P whose readied Gs wait behind long polls is likely to do it
+/// again (a producer feeding a consumer), so look often then.
 const DELAY_RUNNEXT_US: u64 = 50;
+/// How long that while lasts.
+const RUNNEXT_WATCH_SPELL: u64 = 2_000_000;
 /// The longest sleep while some P runs and some P is idle.
 const DELAY_WATCH_US: u64 = 1_000;
 
@@ -98,8 +104,8 @@ struct PRecord {
 struct Look {
     /// Retook a P.
     acted: bool,
-    /// A running P has a G in `runnext`.
-    runnext_busy: bool,
+    /// A running P kept a G waiting in `runnext` since the last look.
+    runnext_stuck: bool,
     /// Some P is held by an M (running or in a syscall).
     any_running: bool,
 }
@@ -167,7 +173,10 @@ impl Shared {
     /// Start sysmon (once; with the first M).
     #[cfg(not(loom))]
     pub(crate) fn start_sysmon(&self) {
-        if self.sysmon.started.load(Relaxed) || self.sysmon.started.swap(true, AcqRel) {
+        if !self.config.sysmon
+            || self.sysmon.started.load(Relaxed)
+            || self.sysmon.started.swap(true, AcqRel)
+        {
             return;
         }
         let shared = self.arc();
@@ -206,6 +215,8 @@ impl Shared {
         let mut recs = vec![PRecord::default(); n];
         let mut delay = DELAY_MIN_US;
         let mut idle_looks = 0u32;
+        // When a stuck `runnext` was last found (ns; 0: never).
+        let mut last_stuck = 0u64;
         while !self.shutdown.load(Acquire) {
             self.sysmon.sleep(Some(Duration::from_micros(delay)));
             if self.shutdown.load(Acquire) {
@@ -222,7 +233,11 @@ impl Shared {
                 idle_looks = 0;
                 continue;
             }
-            let look = self.sysmon_look(&mut recs, now_ns());
+            let now = now_ns();
+            let look = self.sysmon_look(&mut recs, now);
+            if look.runnext_stuck {
+                last_stuck = now;
+            }
             if look.acted {
                 idle_looks = 0;
                 delay = DELAY_MIN_US;
@@ -233,7 +248,7 @@ impl Shared {
                 }
             }
             let some_idle = self.idle_ps() != 0;
-            if some_idle && look.runnext_busy {
+            if some_idle && last_stuck != 0 && now - last_stuck < RUNNEXT_WATCH_SPELL {
                 delay = delay.min(DELAY_RUNNEXT_US);
             } else if some_idle && look.any_running {
                 delay = delay.min(DELAY_WATCH_US);
@@ -309,7 +324,6 @@ impl Shared {
                     // The runnext watch.
                     let next = p.runnext.load(Acquire) as usize;
                     if next != 0 {
-                        look.runnext_busy = true;
                         stuck |= (next, execs) == (rec.runnext, rec.runnext_execs);
                     }
                     rec.runnext = next;
@@ -318,6 +332,7 @@ impl Shared {
                 _ => {}
             }
         }
+        look.runnext_stuck = stuck;
         if stuck && self.idle_ps() != 0 {
             // A spinning M's last steal round takes it (the victim being
             // still in the same poll).
