@@ -824,7 +824,10 @@ mod tests {
         let s = Sample::latencies(Duration::from_secs(2), 3, vec![30, 10, 20]);
         assert_eq!((s.result, s.extra), (3, [20, 30, 30]));
         // W10's: beside ÷ base in hundredths of a percent.
-        assert_eq!(Sample::ratio(Duration::from_secs(2), 200, 150).result, 7_500);
+        assert_eq!(
+            Sample::ratio(Duration::from_secs(2), 200, 150).result,
+            7_500
+        );
         assert!(Impl::GoschedGo.races(Impl::Crossbeam) && !Impl::GoschedAsync.races(Impl::Go));
     }
 }
