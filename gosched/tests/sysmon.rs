@@ -367,3 +367,115 @@ fn an_always_ready_async_loop_yields() {
         );
     }
 }
+
+/// `set_procs` 2 → 1 → 4 → 2 → 3 → 1 while goroutines and tasks spawn,
+/// talk over channels and sleep: nothing is lost (every unit completes with
+/// the right sum), timers fire, and `procs()` reports each value.
+#[test]
+fn set_procs_under_load() {
+    let _s = serial();
+    let rt = gosched::Builder::new()
+        .procs(2)
+        .max_procs(4)
+        .build()
+        .unwrap();
+    assert_eq!(rt.procs(), 2);
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let mut hs = Vec::new();
+    // Spawners: each round spawns 50 goroutines and 50 tasks and joins them.
+    for _ in 0..2 {
+        let (s, d) = (stop.clone(), done.clone());
+        hs.push(rt.go(move || {
+            let mut rounds = 0u64;
+            while !s.load(Relaxed) {
+                let gs: Vec<_> = (0..50u64).map(|i| gosched::go(move || i)).collect();
+                let ts: Vec<_> = (0..50u64)
+                    .map(|i| gosched::spawn(async move { i }))
+                    .collect();
+                let sum: u64 = gs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+                    + ts.into_iter()
+                        .map(|h| gosched::block_on(h).unwrap())
+                        .sum::<u64>();
+                assert_eq!(sum, 2 * (0..50).sum::<u64>());
+                rounds += 1;
+            }
+            d.fetch_add(rounds, Relaxed);
+        }));
+    }
+    // Channel traffic: a pipeline of 3 stages.
+    let (a, b, c) = (
+        gosched::chan::<u64>(0),
+        gosched::chan::<u64>(4),
+        gosched::chan::<u64>(0),
+    );
+    let n = 20_000u64;
+    {
+        let a = a.clone();
+        hs.push(rt.go(move || {
+            for i in 0..n {
+                a.send(i).unwrap();
+            }
+            a.close().unwrap();
+        }));
+    }
+    {
+        let (a, b) = (a.clone(), b.clone());
+        hs.push(rt.go(move || {
+            for v in a.iter() {
+                b.send(v + 1).unwrap();
+            }
+            b.close().unwrap();
+        }));
+    }
+    {
+        let (b, c) = (b.clone(), c.clone());
+        hs.push(rt.spawn(async move {
+            while let Some(v) = b.recv_async().await {
+                c.send_async(v * 2).await.unwrap();
+            }
+            c.close().unwrap();
+        }));
+    }
+    let total = {
+        let c = c.clone();
+        rt.go(move || c.iter().sum::<u64>())
+    };
+    // Sleepers: timers must fire whatever P they were armed on.
+    let slept = Arc::new(AtomicU64::new(0));
+    let sleepers: Vec<_> = (0..40)
+        .map(|i| {
+            let sl = slept.clone();
+            rt.go(move || {
+                for _ in 0..5 {
+                    gosched::time::sleep(Duration::from_millis(1 + i % 7));
+                }
+                sl.fetch_add(1, Relaxed);
+            })
+        })
+        .collect();
+    for want in [1, 4, 2, 3, 1, 2] {
+        std::thread::sleep(Duration::from_millis(60));
+        let before = rt.procs();
+        let prev = rt.set_procs(want);
+        assert_eq!(prev, before);
+        assert_eq!(rt.procs(), want);
+        assert_eq!(rt.block_on(rt.go(gosched::runtime::procs)).unwrap(), want);
+    }
+    assert_eq!(rt.set_procs(0), 2, "0 only reads");
+    assert_eq!(rt.set_procs(99), 2, "clamped to max_procs");
+    assert_eq!(rt.procs(), 4);
+    for s in sleepers {
+        rt.block_on(s).unwrap();
+    }
+    assert_eq!(slept.load(Relaxed), 40);
+    assert_eq!(
+        rt.block_on(total).unwrap(),
+        (0..n).map(|i| (i + 1) * 2).sum()
+    );
+    stop.store(true, Relaxed);
+    for h in hs {
+        rt.block_on(h).unwrap();
+    }
+    assert!(done.load(Relaxed) > 0);
+}

@@ -28,6 +28,7 @@ pub use crate::sched::config::DEFAULT_MAX_THREADS;
 #[derive(Debug, Clone)]
 pub struct Builder {
     procs: Option<usize>,
+    max_procs: Option<usize>,
     stack_size: usize,
     max_threads: usize,
     name: String,
@@ -45,6 +46,7 @@ impl Builder {
     pub fn new() -> Self {
         Builder {
             procs: None,
+            max_procs: None,
             stack_size: crate::stack::DEFAULT_STACK_SIZE,
             max_threads: DEFAULT_MAX_THREADS,
             name: "gosched".into(),
@@ -54,9 +56,20 @@ impl Builder {
     }
 
     /// Number of Ps (Go's GOMAXPROCS). Default: `GOSCHED_MAXPROCS`, else the
-    /// available parallelism.
+    /// CPU quota of the process's cgroups rounded up (at least 2, at most the
+    /// CPUs it may run on; sysmon re-reads it about once a second and
+    /// resizes), else the CPU count. Setting it here (or by the environment,
+    /// or [`Runtime::set_procs`]) stops the quota tracking.
     pub fn procs(mut self, n: usize) -> Self {
         self.procs = Some(n.max(1));
+        self
+    }
+
+    /// Most Ps [`Runtime::set_procs`] may make live (they are allocated at
+    /// build, ~2.5 KiB each). Default: the larger of `procs` and the CPU
+    /// count.
+    pub fn max_procs(mut self, n: usize) -> Self {
+        self.max_procs = Some(n.max(1));
         self
     }
 
@@ -112,12 +125,21 @@ impl Builder {
     }
 
     pub fn build(self) -> std::io::Result<Runtime> {
-        let procs = self.procs.unwrap_or_else(default_procs);
+        let (procs, procs_set) = match self.procs {
+            Some(n) => (n, true),
+            None => default_procs(),
+        };
+        let max_procs = self
+            .max_procs
+            .unwrap_or_else(|| crate::sched::config::default_max_procs(procs))
+            .max(procs);
         crate::stack::round_size(self.stack_size)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         Ok(Runtime {
             shared: Shared::new(Config {
                 procs,
+                max_procs,
+                procs_set,
                 stack_size: self.stack_size,
                 max_threads: self.max_threads.max(procs + 1),
                 name: self.name,
@@ -139,7 +161,7 @@ pub struct Runtime {
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
-            .field("procs", &self.shared.procs.len())
+            .field("procs", &self.shared.nprocs())
             .finish()
     }
 }
@@ -203,6 +225,20 @@ impl Runtime {
         coro::block_on(fut)
     }
 
+    /// Go's `GOMAXPROCS(n)` for this runtime: make `n` Ps live (at most
+    /// [`Builder::max_procs`]); `n < 1` only reads. Returns the previous
+    /// count. Ps that go away hand their queued work to the others (their
+    /// timers keep firing); goroutines homed on an M keep their M, which
+    /// takes whichever P is free.
+    pub fn set_procs(&self, n: usize) -> usize {
+        self.shared.set_procs(n, true)
+    }
+
+    /// The number of live Ps.
+    pub fn procs(&self) -> usize {
+        self.shared.nprocs()
+    }
+
     /// Stop the runtime: wait up to `timeout` for its Ms to finish the polls they
     /// are in, then cancel every goroutine and task still alive. Returns true if
     /// everything stopped in time; false if some M was still inside a poll (a
@@ -242,7 +278,12 @@ pub fn num_goroutine() -> usize {
 
 /// Number of Ps of the current runtime (Go's `GOMAXPROCS(0)`).
 pub fn procs() -> usize {
-    context::with_current(|s| s.procs.len())
+    context::with_current(|s| s.nprocs())
+}
+
+/// Go's `GOMAXPROCS(n)` for the current runtime: see [`Runtime::set_procs`].
+pub fn set_procs(n: usize) -> usize {
+    context::with_current(|s| s.set_procs(n, true))
 }
 
 #[cfg(test)]

@@ -8,8 +8,14 @@ use crate::stack::DEFAULT_STACK_SIZE;
 pub const DEFAULT_MAX_THREADS: usize = 10_000;
 
 pub(crate) struct Config {
-    /// Number of Ps (Go's GOMAXPROCS).
+    /// Number of Ps at start (Go's GOMAXPROCS); `set_procs` changes the live
+    /// count (`Shared::nprocs`).
     pub(crate) procs: usize,
+    /// Ps allocated: the most `set_procs` can reach.
+    pub(crate) max_procs: usize,
+    /// The user chose `procs` (Builder, `GOSCHED_MAXPROCS`): sysmon does not
+    /// follow the CPU quota then.
+    pub(crate) procs_set: bool,
     /// Default goroutine stack size in bytes (already validated by `round_size`).
     pub(crate) stack_size: usize,
     /// Most M threads; at least `procs + 1`.
@@ -31,9 +37,11 @@ impl Config {
     /// available parallelism), default stacks and thread limit.
     #[cfg(not(loom))]
     pub(crate) fn global() -> Config {
-        let procs = default_procs();
+        let (procs, procs_set) = default_procs();
         Config {
             procs,
+            max_procs: default_max_procs(procs),
+            procs_set,
             stack_size: DEFAULT_STACK_SIZE,
             max_threads: DEFAULT_MAX_THREADS.max(procs + 1),
             name: "gosched-global".into(),
@@ -48,12 +56,25 @@ pub(crate) fn default_sysmon() -> bool {
     std::env::var("GOSCHED_SYSMON").map_or(true, |v| v.trim() != "0")
 }
 
-/// Procs when none is configured: `GOSCHED_MAXPROCS`, else the available
-/// parallelism.
-pub(crate) fn default_procs() -> usize {
-    std::env::var("GOSCHED_MAXPROCS")
+/// Procs when none is configured, and whether the user chose them:
+/// `GOSCHED_MAXPROCS` (chosen), else the CPU quota of our cgroups, else the
+/// available parallelism (`cgroup.rs`).
+#[cfg(not(loom))]
+pub(crate) fn default_procs() -> (usize, bool) {
+    match std::env::var("GOSCHED_MAXPROCS")
         .ok()
         .and_then(|v| v.trim().parse::<usize>().ok())
         .filter(|&n| n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    {
+        Some(n) => (n, true),
+        None => (super::cgroup::quota_procs(), false),
+    }
+}
+
+/// Ps to allocate when the user gives no bound: enough for every CPU this
+/// process may run on (so a quota that grows can be followed), and for
+/// `procs`.
+#[cfg(not(loom))]
+pub(crate) fn default_max_procs(procs: usize) -> usize {
+    procs.max(super::cgroup::cpu_count())
 }

@@ -115,7 +115,7 @@ impl Shared {
     /// How many Gs a P takes from a global queue of `len` (Go's `globrunqget`):
     /// its fair share `len/procs + 1`, at most `max` (0: no limit) and half a ring.
     fn global_batch(&self, len: usize, max: usize) -> usize {
-        let n = (len / self.procs.len() + 1).min(len);
+        let n = (len / self.nprocs().max(1) + 1).min(len);
         let n = if max > 0 { n.min(max) } else { n };
         n.min(runq::CAPACITY / 2)
     }

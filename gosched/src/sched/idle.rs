@@ -77,7 +77,7 @@ impl Shared {
         let was = self.npidle.fetch_sub(1, SeqCst);
         self.procs[p].status.store(status::RUNNING);
         #[cfg(not(loom))]
-        if was == self.procs.len() {
+        if was == self.nprocs() {
             // The runtime was idle: sysmon may be asleep for that reason.
             self.sysmon.wake_if_asleep();
         }
@@ -95,6 +95,11 @@ impl Shared {
     /// Put a P on the idle list (caller holds the lock and owns the P) — or,
     /// if an M with homed goroutines waits for a P, hand it that M instead.
     pub(crate) fn pidleput(&self, s: &mut Sched, p: usize) {
+        if self.p_dying(p) {
+            // Beyond `set_procs`'s count: it dies instead (`procresize.rs`).
+            self.kill_p(s, p);
+            return;
+        }
         if !s.idle.want_p.is_empty() {
             let m = s.idle.want_p.remove(0);
             self.procs[p].status.store(status::RUNNING);
@@ -106,6 +111,15 @@ impl Shared {
         self.procs[p].status.store(status::IDLE);
         s.idle.ps.push(p);
         self.npidle.fetch_add(1, SeqCst);
+    }
+
+    /// `set_procs` shrinking: take every idle P numbered `n` or more off the
+    /// idle list (caller holds the lock; they are the caller's now).
+    pub(crate) fn pidle_take_from(&self, s: &mut Sched, n: usize) -> Vec<usize> {
+        let taken: Vec<usize> = s.idle.ps.iter().copied().filter(|&p| p >= n).collect();
+        s.idle.ps.retain(|&p| p < n);
+        self.npidle.fetch_sub(taken.len(), SeqCst);
+        taken
     }
 
     /// `pidleput` under its own lock.
@@ -146,7 +160,7 @@ impl Shared {
     /// spinning Ms burn CPU that busy Ps could use).
     #[inline]
     pub(crate) fn may_spin(&self) -> bool {
-        let busy = self.procs.len() - self.idle_ps();
+        let busy = self.nprocs().saturating_sub(self.idle_ps());
         2 * self.spinning_ms() < busy
     }
 

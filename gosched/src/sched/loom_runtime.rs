@@ -46,6 +46,8 @@ fn runtime() -> Arc<Shared> {
 fn runtime_with(procs: usize, max_threads: usize) -> Arc<Shared> {
     Shared::new(Config {
         procs,
+        max_procs: procs,
+        procs_set: true,
         stack_size: 0,
         max_threads,
         name: "loom".into(),

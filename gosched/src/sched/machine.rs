@@ -415,7 +415,7 @@ impl MachineCtx {
             self.shared.global_push(task);
             return None;
         }
-        if mine >= PLACE_MIN && self.shared.procs.len() > 1 {
+        if mine >= PLACE_MIN && self.shared.nprocs() > 1 {
             let (mut total, mut ms) = (mine, 1);
             let mut best: Option<(*const Machine, usize)> = None;
             for q in self.shared.procs.iter() {
@@ -559,6 +559,15 @@ impl MachineCtx {
                 }
                 continue 'top;
             };
+            if shared.p_dying(pi) {
+                // `set_procs` shrank below our P: give it up (`procresize.rs`).
+                self.p.set(None);
+                if self.spinning.replace(false) {
+                    shared.spinning_end();
+                }
+                shared.destroy_p(pi);
+                continue 'top;
+            }
             let p = self.proc(pi);
             p.set_owner(&self.m);
 
@@ -690,10 +699,10 @@ impl MachineCtx {
             return false;
         }
         let shared = &*self.shared;
-        if self.m.homed.load(Relaxed) == 0 || shared.procs.len() < 2 {
+        if self.m.homed.load(Relaxed) == 0 || shared.nprocs() < 2 {
             return false;
         }
-        let others_busy = || shared.idle_ps() + 1 < shared.procs.len();
+        let others_busy = || shared.idle_ps() + 1 < shared.nprocs();
         if !others_busy() {
             return false;
         }
@@ -769,7 +778,7 @@ impl MachineCtx {
                         return Some(t);
                     }
                 }
-                if v.status.load() == status::IDLE {
+                if matches!(v.status.load(), status::IDLE | status::DEAD) {
                     continue;
                 }
                 // SAFETY: we own `p`'s ring (the destination); `v` is another P.

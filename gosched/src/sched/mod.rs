@@ -32,6 +32,8 @@
 pub(crate) mod alloc;
 #[cfg(not(loom))]
 pub(crate) mod blocking;
+#[cfg(not(loom))]
+pub(crate) mod cgroup;
 pub(crate) mod config;
 pub(crate) mod context;
 pub(crate) mod fault;
@@ -41,6 +43,7 @@ pub(crate) mod machine;
 pub(crate) mod owned;
 pub(crate) mod preempt;
 pub(crate) mod processor;
+pub(crate) mod procresize;
 pub(crate) mod ready;
 pub(crate) mod runq;
 pub(crate) mod shutdown;
@@ -54,7 +57,7 @@ use std::sync::Weak;
 
 use crossbeam_utils::CachePadded;
 
-use crate::loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use crate::loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Acquire};
 use crate::loom::sync::{Condvar, Mutex};
 use crate::loom::thread::JoinHandle;
 #[cfg(not(loom))]
@@ -72,8 +75,16 @@ use timers::Timers;
 pub(crate) struct Shared {
     /// Fixed at build time.
     pub(crate) config: Config,
-    /// The Ps, indexed by id. Ownership of each is its status word (`status.rs`).
+    /// The Ps, indexed by id: `config.max_procs` of them, of which the first
+    /// `nprocs` are live and the rest DEAD (`procresize.rs`). Ownership of
+    /// each is its status word (`status.rs`).
     pub(crate) procs: Box<[CachePadded<Processor>]>,
+    /// Live Ps (Go's `gomaxprocs`): changed only by `set_procs`, under the
+    /// scheduler lock; read anywhere.
+    nprocs: AtomicUsize,
+    /// The user chose the procs (Builder, env, `set_procs`): sysmon does not
+    /// follow the CPU quota.
+    pub(crate) procs_set: AtomicBool,
     /// The scheduler lock (Go's `sched.lock`): the global queue (`global.rs`) and
     /// the idle P and M lists (`idle.rs`), one lock so that an M dropping its P
     /// re-checks the global queue atomically with going idle.
@@ -143,10 +154,19 @@ impl Shared {
         #[cfg(not(loom))]
         crate::stack::overflow::install_overflow_handler();
         let n = config.procs;
+        let cap = config.max_procs.max(n);
         let shared = Arc::new_cyclic(|me| Shared {
-            procs: (0..n)
-                .map(|i| CachePadded::new(Processor::new(i)))
+            procs: (0..cap)
+                .map(|i| {
+                    let p = Processor::new(i);
+                    if i >= n {
+                        p.status.store(status::DEAD);
+                    }
+                    CachePadded::new(p)
+                })
                 .collect(),
+            nprocs: AtomicUsize::new(n),
+            procs_set: AtomicBool::new(config.procs_set),
             sched: Mutex::new(Sched {
                 global: GlobalQueue::new(),
                 idle: IdleLists::new(n),
@@ -154,11 +174,11 @@ impl Shared {
             global_len: AtomicUsize::new(0),
             npidle: AtomicUsize::new(n),
             nmspinning: AtomicUsize::new(0),
-            owned: OwnedTasks::new(n),
+            owned: OwnedTasks::new(cap),
             #[cfg(not(loom))]
             stacks: {
                 let pool = StackPool::new();
-                pool.set_caches(n);
+                pool.set_caches(cap);
                 pool
             },
             #[cfg(not(loom))]
@@ -172,7 +192,7 @@ impl Shared {
             next_id: AtomicU64::new(1),
             pless_spawned: AtomicU64::new(0),
             pless_completed: AtomicU64::new(0),
-            coprimes: (1..=n).filter(|&c| gcd(c, n) == 1).collect(),
+            coprimes: (1..=cap).filter(|&c| gcd(c, cap) == 1).collect(),
             live_ms: Mutex::new(0),
             ms_exited: Condvar::new(),
             nthreads: AtomicUsize::new(0),
@@ -184,6 +204,12 @@ impl Shared {
         #[cfg(not(loom))]
         context::register_runtime(&shared);
         shared
+    }
+
+    /// Live Ps (Go's `gomaxprocs`).
+    #[inline]
+    pub(crate) fn nprocs(&self) -> usize {
+        self.nprocs.load(Acquire)
     }
 
     pub(crate) fn arc(&self) -> Arc<Shared> {

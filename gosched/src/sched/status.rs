@@ -71,7 +71,6 @@ pub(crate) const RETAKEN: u8 = 4;
 /// Beyond the current `set_procs` count (Go's `_Pdead`). Owner: nobody; holds no
 /// work (its queues and timers were handed to the others before it died); only
 /// `set_procs` moves it (→ IDLE), under the scheduler lock.
-#[allow(dead_code)] // written by `set_procs` (a later slice of the sysmon issue)
 pub(crate) const DEAD: u8 = 5;
 
 const STATE_MASK: u64 = 0xff;

@@ -81,6 +81,9 @@ const IDLE_LOOKS: u32 = 50;
 const DELAY_RUNNEXT_US: u64 = 50;
 /// How long that while lasts.
 const RUNNEXT_WATCH_SPELL: u64 = 2_000_000;
+/// How often sysmon re-reads the CPU quota (Go: about once a second).
+#[cfg(not(loom))]
+const QUOTA_EVERY: u64 = 1_000_000_000;
 /// The longest sleep while some P runs and some P is idle.
 const DELAY_WATCH_US: u64 = 1_000;
 
@@ -211,21 +214,22 @@ impl Shared {
 
     #[cfg(not(loom))]
     fn sysmon_loop(&self) {
-        let n = self.procs.len();
-        let mut recs = vec![PRecord::default(); n];
+        let mut recs = vec![PRecord::default(); self.procs.len()];
         let mut delay = DELAY_MIN_US;
         let mut idle_looks = 0u32;
         // When a stuck `runnext` was last found (ns; 0: never).
         let mut last_stuck = 0u64;
+        // When the CPU quota was last read (ns).
+        let mut quota_read = now_ns();
         while !self.shutdown.load(Acquire) {
             self.sysmon.sleep(Some(Duration::from_micros(delay)));
             if self.shutdown.load(Acquire) {
                 break;
             }
-            if self.idle_ps() == n {
+            if self.idle_ps() == self.nprocs() {
                 // Every P idle: sleep until `pidleget` takes one.
                 self.sysmon.asleep.store(true, SeqCst);
-                if self.idle_ps() == n && !self.shutdown.load(SeqCst) {
+                if self.idle_ps() == self.nprocs() && !self.shutdown.load(SeqCst) {
                     self.sysmon.sleep(None);
                 }
                 self.sysmon.asleep.store(false, SeqCst);
@@ -234,6 +238,10 @@ impl Shared {
                 continue;
             }
             let now = now_ns();
+            if now.saturating_sub(quota_read) >= QUOTA_EVERY {
+                quota_read = now;
+                self.follow_cpu_quota();
+            }
             let look = self.sysmon_look(&mut recs, now);
             if look.runnext_stuck {
                 last_stuck = now;
@@ -256,6 +264,19 @@ impl Shared {
         }
     }
 
+    /// Unless the user chose the procs, follow the cgroup CPU quota
+    /// (`cgroup.rs`): a container whose limit changes gets as many Ps.
+    #[cfg(not(loom))]
+    fn follow_cpu_quota(&self) {
+        if self.procs_set.load(Relaxed) {
+            return;
+        }
+        let want = super::cgroup::quota_procs();
+        if want != self.nprocs() {
+            self.set_procs(want, false);
+        }
+    }
+
     /// One look at every P (Go's `retake`, plus the runnext watch).
     fn sysmon_look(&self, recs: &mut [PRecord], now: u64) -> Look {
         let mut look = Look::default();
@@ -263,6 +284,14 @@ impl Shared {
         for (pi, (p, rec)) in self.procs.iter().zip(recs.iter_mut()).enumerate() {
             let word = p.status.load_word();
             match state_of(word) {
+                st @ (status::SYSCALL | status::USER) if self.p_dying(pi) => {
+                    // `set_procs` shrank below it: take it now, to die.
+                    let _ = st;
+                    if p.status.retake(word) {
+                        look.acted = true;
+                        self.handoffp(pi);
+                    }
+                }
                 status::SYSCALL => {
                     look.any_running = true;
                     let t = p.syscalltick.load(Relaxed);
@@ -370,6 +399,11 @@ impl Shared {
     pub(crate) fn handoffp(&self, pi: usize) {
         let p = &self.procs[pi];
         debug_assert_eq!(p.status.load(), status::RETAKEN);
+        if self.p_dying(pi) {
+            // `set_procs` shrank below it: it dies instead (`procresize.rs`).
+            self.destroy_p(pi);
+            return;
+        }
         let now = now_ns();
         let mut s = lock(&self.sched);
         let work = p.has_work() || self.global_len() > 0 || p.timers.next_when() <= now;
