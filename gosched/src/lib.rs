@@ -79,6 +79,8 @@ pub(crate) mod sync;
 #[cfg(not(loom))]
 pub use chan::{chan, Chan};
 #[cfg(not(loom))]
+pub use coro::local::GoLocal;
+#[cfg(not(loom))]
 pub use coro::{block_on, Go, SpawnError};
 #[cfg(not(loom))]
 pub use coro::{syscall, syscall_local};

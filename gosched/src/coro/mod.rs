@@ -70,6 +70,7 @@ use crate::stack::{self, Stack};
 pub use crate::stack::{StackError, DEFAULT_STACK_SIZE};
 use std::sync::Arc;
 
+pub(crate) mod local;
 mod syscall;
 pub use syscall::{syscall, syscall_local};
 
@@ -84,6 +85,11 @@ struct GoroutineCtx {
     /// Stays on the M where it first ran (the thread rule), so it counts in
     /// that M's `homed`.
     pinned: bool,
+    /// `lock_os_thread` depth (Go's nested `LockOSThread` count); while
+    /// non-zero the goroutine holds its M (`sched/lockos.rs`).
+    lock_depth: Cell<u32>,
+    /// Goroutine-local values (`local.rs`), dropped with the goroutine.
+    locals: local::Locals,
     info: CurrentGoroutine,
 }
 
@@ -182,6 +188,8 @@ where
                 unwinding: Cell::new(false),
                 cx: Cell::new(ptr::null_mut()),
                 pinned,
+                lock_depth: Cell::new(0),
+                locals: local::Locals::default(),
                 info: CurrentGoroutine {
                     id,
                     name,
@@ -231,6 +239,10 @@ where
         match res {
             CoroutineResult::Yield(()) => Poll::Pending,
             CoroutineResult::Return(v) => {
+                // Ended holding `lock_os_thread`: the M is free again.
+                if this.ctx.lock_depth.replace(0) > 0 {
+                    crate::sched::lockos::unlock_current();
+                }
                 let co = this.co.take().expect("coroutine");
                 release_stack(co.into_stack());
                 Poll::Ready(v)
@@ -258,6 +270,10 @@ impl<F, T> Drop for Goroutine<F, T> {
             self.ctx.unwinding.set(true);
             let _resume = ResumeGuard::new(&self.ctx);
             co.force_unwind();
+        }
+        if self.ctx.lock_depth.replace(0) > 0 {
+            // Cancelled while locked (on its own M, `cancel_homed`).
+            crate::sched::lockos::unlock_current();
         }
         release_stack(co.into_stack());
     }
@@ -360,6 +376,43 @@ pub(crate) fn block_on_goroutine<Fut: Future>(fut: Fut) -> Fut::Output {
             return v;
         }
         suspend(g);
+    }
+}
+
+/// Run `f` with the calling goroutine's local table (`None` outside one).
+pub(crate) fn with_goroutine_locals<R>(f: impl FnOnce(&local::Locals) -> R) -> Option<R> {
+    // SAFETY: non-null pointers in CURRENT are live goroutine contexts.
+    unsafe { current().as_ref() }.map(|g| f(&g.locals))
+}
+
+/// `runtime::lock_os_thread` in a goroutine: one level deeper; the first
+/// level locks the M. False outside a goroutine.
+pub(crate) fn lock_thread() -> bool {
+    // SAFETY: non-null pointers in CURRENT are live goroutine contexts.
+    let Some(g) = (unsafe { current().as_ref() }).filter(|g| !g.unwinding.get()) else {
+        return false;
+    };
+    let d = g.lock_depth.get();
+    g.lock_depth.set(d + 1);
+    if d == 0 {
+        crate::sched::lockos::lock_current();
+    }
+    true
+}
+
+/// `runtime::unlock_os_thread` in a goroutine: one level out; the last
+/// level unlocks the M. A no-op when not locked (as Go's).
+pub(crate) fn unlock_thread() {
+    // SAFETY: non-null pointers in CURRENT are live goroutine contexts.
+    if let Some(g) = unsafe { current().as_ref() } {
+        match g.lock_depth.get() {
+            0 => {}
+            1 => {
+                g.lock_depth.set(0);
+                crate::sched::lockos::unlock_current();
+            }
+            d => g.lock_depth.set(d - 1),
+        }
     }
 }
 

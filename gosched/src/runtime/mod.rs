@@ -33,6 +33,7 @@ pub struct Builder {
     max_threads: usize,
     name: String,
     migrate_goroutines: bool,
+    pin_goroutines: bool,
     sysmon: bool,
 }
 
@@ -51,6 +52,7 @@ impl Builder {
             max_threads: DEFAULT_MAX_THREADS,
             name: "gosched".into(),
             migrate_goroutines: false,
+            pin_goroutines: false,
             sysmon: crate::sched::config::default_sysmon(),
         }
     }
@@ -114,6 +116,18 @@ impl Builder {
         self
     }
 
+    /// Every goroutine stays on the M (OS thread) where it first ran, for its
+    /// whole life — the strict mode for code that holds thread-local
+    /// references across blocking calls. This is the default already (the
+    /// thread rule); `pin_goroutines(true)` also overrides an earlier
+    /// [`migrate_goroutines(true)`](Self::migrate_goroutines) on this
+    /// builder, so a library that builds runtimes can insist on it.
+    /// `false` leaves the choice to `migrate_goroutines`.
+    pub fn pin_goroutines(mut self, yes: bool) -> Self {
+        self.pin_goroutines = yes;
+        self
+    }
+
     /// Run sysmon, the thread that hands Ps off from slow syscalls and long
     /// polls and asks long time slices to yield (default: on, unless the
     /// environment says `GOSCHED_SYSMON=0`). Turning it off is for measuring
@@ -143,7 +157,7 @@ impl Builder {
                 stack_size: self.stack_size,
                 max_threads: self.max_threads.max(procs + 1),
                 name: self.name,
-                migrate_goroutines: self.migrate_goroutines,
+                migrate_goroutines: self.migrate_goroutines && !self.pin_goroutines,
                 sysmon: self.sysmon,
             }),
             stopped: false,
@@ -279,6 +293,40 @@ pub fn num_goroutine() -> usize {
 /// Number of Ps of the current runtime (Go's `GOMAXPROCS(0)`).
 pub fn procs() -> usize {
     context::with_current(|s| s.nprocs())
+}
+
+/// Go's `LockOSThread`: the calling goroutine stays on its OS thread (as
+/// every started goroutine does by default; a migratable one is homed there
+/// now) **and that thread runs nothing else** — no task from the run queues
+/// — until as many [`unlock_os_thread`] calls: while the goroutine parks,
+/// its P goes to another thread, and the thread waits for it. For code that
+/// needs a thread of its own: thread-local state set up once (an OpenGL
+/// context, a namespace change, a C library's thread affinity).
+///
+/// Other goroutines homed on the same thread (they started there) still
+/// run on it: under the thread rule they cannot run anywhere else. A
+/// goroutine that ends while locked frees the thread (Go exits the thread
+/// instead; gosched keeps it, so undo thread-wide changes before the end).
+///
+/// On a plain thread it does nothing (a thread is its own thread).
+///
+/// # Panics
+/// In an async task: a task may change thread between polls; spawn a
+/// goroutine for work that needs a thread.
+pub fn lock_os_thread() {
+    if !coro::lock_thread() {
+        assert!(
+            !coro::in_async_task(),
+            "gosched::runtime::lock_os_thread called from an async task: a task may change \
+             thread between polls; run thread-bound work in a goroutine (gosched::go)"
+        );
+    }
+}
+
+/// Undo one [`lock_os_thread`]; the last one lets the thread run other work
+/// again. Does nothing when the caller holds no lock.
+pub fn unlock_os_thread() {
+    coro::unlock_thread();
 }
 
 /// Go's `GOMAXPROCS(n)` for the current runtime: see [`Runtime::set_procs`].

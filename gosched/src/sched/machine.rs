@@ -236,6 +236,11 @@ pub(crate) struct MachineCtx {
     /// generation): what our CASes compare during a poll (`status.rs`,
     /// "Generations").
     pub(crate) pword: Cell<u64>,
+    /// The task this M is polling (for `lock_os_thread`).
+    pub(crate) running: Cell<Option<std::ptr::NonNull<super::task::Header>>>,
+    /// Goroutines homed here that hold `lock_os_thread` (`lockos.rs`): while
+    /// non-zero this M runs only its homed goroutines.
+    pub(crate) locked: Cell<u32>,
     /// Homed tasks readied on this M: the `runnext` of the thread rule, and
     /// the local FIFO behind it. Only this thread touches them.
     next: Cell<Option<Task>>,
@@ -334,6 +339,8 @@ fn mstart(shared: Arc<Shared>, m: Arc<Machine>, p: usize, spinning: bool) {
         yielded: Cell::new(false),
         in_poll: Cell::new(false),
         pword: Cell::new(0),
+        running: Cell::new(None),
+        locked: Cell::new(0),
         next: Cell::new(None),
         localq: RefCell::new(VecDeque::new()),
     };
@@ -475,7 +482,9 @@ impl MachineCtx {
         debug_assert!(task.home().is_none_or(|h| Arc::ptr_eq(h, &self.m)));
         self.pword.set(p.status.begin_poll());
         self.in_poll.set(true);
+        self.running.set(Some(task.raw()));
         let polled = task.run();
+        self.running.set(None);
         self.in_poll.set(false);
         // A preemption request ends with the poll it was meant for (a
         // flag left on an M that goes idle would keep every runtime call
@@ -544,6 +553,13 @@ impl MachineCtx {
                 self.drop_p_for_exit();
                 self.cancel_homed();
                 return None;
+            }
+            if self.is_locked() {
+                // `lock_os_thread`: only our homed goroutines (`lockos.rs`).
+                match self.find_locked() {
+                    Some(r) => return Some(r),
+                    None => continue 'top,
+                }
             }
             let Some(pi) = self.p.get() else {
                 // P-less (woken by the timer or for homed work, or our P was
@@ -897,7 +913,7 @@ impl MachineCtx {
 
     /// P-less with homed goroutines to run: take an idle P, or join the want-P
     /// list and wait until an M hands us its P (`Shared::pidleput`).
-    fn wait_for_p(&self) {
+    pub(super) fn wait_for_p(&self) {
         let shared = &*self.shared;
         {
             let mut s = lock(&shared.sched);
@@ -934,6 +950,15 @@ impl MachineCtx {
             self.m.inbox_len.store(0, SeqCst);
         }
         q.pop_front()
+    }
+
+    /// The next homed task: `next` (inheriting the slice), else the local
+    /// queue with the inbox appended.
+    pub(super) fn take_homed(&self) -> Option<(Task, bool)> {
+        if let Some(t) = self.next.take() {
+            return Some((t, true));
+        }
+        self.homed_pop().map(|t| (t, false))
     }
 
     /// Ready a task homed on this M, from this M's thread (`Shared::ready`).

@@ -18,6 +18,9 @@
 //! | `context.rs` | which runtime/M/P the calling thread belongs to; the global runtime |
 //! | `fault.rs` | a panic in user code the scheduler calls (wakers): caught and reported |
 //! | `syscall.rs` | a blocking call made in place: USER → SYSCALL → USER |
+//! | `lockos.rs` | `lock_os_thread`: a locked M runs only its homed goroutines and gives its P away while they park |
+//! | `procresize.rs` | `set_procs`: Ps made live or DEAD on a running runtime |
+//! | `cgroup.rs` | the default procs from the cgroup CPU quota |
 //! | `blocking.rs` | the threads that run blocking calls goroutines hand off |
 //! | `owned.rs` | the tasks that have parked (for shutdown) |
 //! | `shutdown.rs` | stopping the Ms, cancelling what is left |
@@ -39,6 +42,7 @@ pub(crate) mod context;
 pub(crate) mod fault;
 pub(crate) mod global;
 pub(crate) mod idle;
+pub(crate) mod lockos;
 pub(crate) mod machine;
 pub(crate) mod owned;
 pub(crate) mod preempt;

@@ -101,6 +101,27 @@ pub(crate) struct Header {
 }
 
 impl Header {
+    /// The M this task is pinned to, read by the task's own poll.
+    pub(crate) fn home_here(&self) -> Option<&Arc<Machine>> {
+        // SAFETY: called from the task's own poll (`sched/lockos.rs`): the
+        // only writer of `home` is that poll (or the M before the first run),
+        // so there is no concurrent write.
+        self.home.with(|h| unsafe { (*h).as_ref() })
+    }
+
+    /// Home a started (migratable) goroutine on `m` from its own poll
+    /// (`lock_os_thread`).
+    ///
+    /// # Safety
+    /// The caller is the task's running poll, and the task has no home yet.
+    /// No waker reads `home` while the task runs (a wake during the poll only
+    /// sets NOTIFIED), and the poll's end orders this write before any later
+    /// `ready`.
+    pub(crate) unsafe fn set_home_running(&self, m: Arc<Machine>) {
+        // SAFETY: the caller's contract.
+        self.home.with_mut(|h| unsafe { *h = Some(m) });
+    }
+
     /// Whether this task, linked in the owned list, is homed on `m`. Called
     /// under its shard lock (`OwnedTasks::take_where`).
     pub(crate) fn is_homed_on(&self, m: &Arc<Machine>) -> bool {
@@ -212,6 +233,11 @@ impl Task {
         // SAFETY: we hold the run-queue reference and the task has not run yet:
         // no one else reads or writes `home` now (see `Header::home`).
         self.header().home.with_mut(|h| unsafe { *h = Some(m) });
+    }
+
+    /// The task pointer, without giving up the reference.
+    pub(crate) fn raw(&self) -> NonNull<Header> {
+        self.0
     }
 
     pub(crate) fn header(&self) -> &Header {

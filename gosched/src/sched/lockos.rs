@@ -1,0 +1,107 @@
+//! `lock_os_thread` (Go's `LockOSThread`): a goroutine that owns its M.
+//!
+//! Every started goroutine already resumes on the M where it first ran
+//! (`machine.rs`, "The thread rule"; a migratable goroutine is homed here
+//! when it locks). Locking adds Go's other half: **the M runs nothing else**
+//! — no task from a P's queue, the global queue or a steal — while one of
+//! its goroutines holds the lock. When its homed goroutines are all parked,
+//! the locked M gives its P to another M (`handoffp`, Go's `stoplockedm`)
+//! and parks until one of them is readied (its inbox), then takes a P back
+//! (an idle one, or through the want-P list) and runs it (Go's
+//! `startlockedm`).
+//!
+//! Under the thread rule other goroutines homed on the same M cannot run
+//! anywhere else, so the locked M still runs those (they share the thread
+//! with the locked goroutine either way); only movable work is refused.
+//!
+//! Counting: a goroutine's own depth (Go's nested `lockedExt`) lives in its
+//! goroutine context (`coro`); the M counts the goroutines that hold a lock
+//! (`MachineCtx::locked`), so that two goroutines homed on one M may both
+//! lock. A goroutine that ends while locked releases the M's count (Go
+//! instead exits the thread, since its state may have been changed; we keep
+//! it: say so in the docs).
+
+use super::context;
+use super::status;
+
+/// The calling goroutine (`in_goroutine`, checked by the caller) takes the
+/// M lock: homes it here if it is a migratable goroutine, and counts it.
+pub(crate) fn lock_current() {
+    let Some(ctx) = context::current() else {
+        return;
+    };
+    let Some(g) = ctx.running.get() else {
+        return;
+    };
+    // SAFETY: `running` is the task this M is polling now (`execute`), kept
+    // alive by the run-queue reference `execute` holds across the poll; we
+    // are that poll.
+    let header = unsafe { g.as_ref() };
+    if header.home_here().is_none() {
+        // A migratable goroutine: home it on this M for the rest of its life
+        // (written during its own poll: no waker reads `home` while it runs,
+        // and the poll's end orders this write before any later ready).
+        ctx.m
+            .homed
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: as above; we are the task's poll.
+        unsafe { header.set_home_running(ctx.m.clone()) };
+    }
+    ctx.locked.set(ctx.locked.get() + 1);
+}
+
+/// The calling goroutine released its last lock (or ended holding one).
+pub(crate) fn unlock_current() {
+    if let Some(ctx) = context::current() {
+        let n = ctx.locked.get();
+        debug_assert!(n > 0, "M lock count underflow");
+        ctx.locked.set(n.saturating_sub(1));
+    }
+}
+
+impl super::machine::MachineCtx {
+    /// `find_runnable` for a locked M: only homed work. Returns the task to
+    /// run, or `None` after giving the P away and parking (the caller loops).
+    pub(super) fn find_locked(&self) -> Option<(super::task::Task, bool)> {
+        let shared = &*self.shared;
+        if let Some(pi) = self.p.get() {
+            if shared.p_dying(pi) {
+                self.p.set(None);
+                if self.spinning.replace(false) {
+                    shared.spinning_end();
+                }
+                shared.destroy_p(pi);
+            }
+        }
+        if self.has_homed_work() {
+            if self.p.get().is_none() {
+                self.wait_for_p();
+                return None; // loop: with a P (or shutting down)
+            }
+            if self.spinning.replace(false) {
+                shared.spinning_end();
+            }
+            return self.take_homed();
+        }
+        // Nothing of ours to run: the P goes to whoever should have it (Go's
+        // `stoplockedm` → `handoffp`), and we wait for our goroutines.
+        if let Some(pi) = self.p.take() {
+            if self.spinning.replace(false) {
+                shared.spinning_end();
+            }
+            // We own it (RUNNING): nobody else may change that state.
+            shared.procs[pi].status.store(status::RETAKEN);
+            shared.handoffp(pi);
+        }
+        self.m.parker.wait(|| {
+            shared.shutdown.load(std::sync::atomic::Ordering::Acquire) || self.has_homed_work()
+        });
+        None
+    }
+
+    /// Whether this M is locked to one of its goroutines.
+    #[inline]
+    pub(super) fn is_locked(&self) -> bool {
+        self.locked.get() > 0
+    }
+}
