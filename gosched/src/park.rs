@@ -116,6 +116,17 @@ thread_local! {
 }
 
 /// Poll `fut` on the calling (plain) thread, parking it while pending.
+/// Threads of the whole process parked in `block_on_thread` now, and how
+/// many times such a park has returned: deadlock detection
+/// (`sched/checkdead.rs`) tells a thread that waits for ever from one that
+/// is about to poll, and sees any wake-up between its two looks.
+#[cfg(not(loom))]
+pub(crate) static BLOCK_ON_PARKED: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+#[cfg(not(loom))]
+pub(crate) static BLOCK_ON_WAKES: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
 pub(crate) fn block_on_thread<F: Future>(fut: F) -> F::Output {
     #[cfg(not(loom))]
     let parker = THREAD_PARKER.with(|p| p.clone());
@@ -143,7 +154,14 @@ pub(crate) fn block_on_thread<F: Future>(fut: F) -> F::Output {
             } else if step < 10 {
                 thread::yield_now();
             } else {
+                #[cfg(not(loom))]
+                BLOCK_ON_PARKED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 thread::park();
+                #[cfg(not(loom))]
+                {
+                    BLOCK_ON_PARKED.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                    BLOCK_ON_WAKES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
             }
             step += 1;
         }

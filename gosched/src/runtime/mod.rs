@@ -14,6 +14,7 @@ use crate::coro::{self, Go, SpawnError};
 use crate::sched::config::{default_procs, Config};
 use crate::sched::context::{self, EnterGuard};
 use crate::sched::{task::JoinHandle, Shared};
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
 pub use crate::sched::config::DEFAULT_MAX_THREADS;
@@ -35,6 +36,7 @@ pub struct Builder {
     migrate_goroutines: bool,
     pin_goroutines: bool,
     sysmon: bool,
+    deadlock_detection: bool,
 }
 
 impl Default for Builder {
@@ -54,6 +56,7 @@ impl Builder {
             migrate_goroutines: false,
             pin_goroutines: false,
             sysmon: crate::sched::config::default_sysmon(),
+            deadlock_detection: true,
         }
     }
 
@@ -128,6 +131,20 @@ impl Builder {
         self
     }
 
+    /// Go's `checkdead` (default: on): when a thread waits in `block_on` on
+    /// this runtime and provably nothing can ever wake it — every goroutine
+    /// and task parked, no timer pending, no M in a poll or a syscall, no
+    /// blocking call running, and no thread in the process but the
+    /// runtime's own and the waiting ones — print "fatal error: all
+    /// goroutines are asleep - deadlock!" with the counts and exit with
+    /// status 2, instead of hanging. Any other thread in the process (one
+    /// that might hold a sender or a waker) turns the report off, so it
+    /// never fires when it could be wrong. Needs sysmon.
+    pub fn deadlock_detection(mut self, on: bool) -> Self {
+        self.deadlock_detection = on;
+        self
+    }
+
     /// Run sysmon, the thread that hands Ps off from slow syscalls and long
     /// polls and asks long time slices to yield (default: on, unless the
     /// environment says `GOSCHED_SYSMON=0`). Turning it off is for measuring
@@ -159,6 +176,7 @@ impl Builder {
                 name: self.name,
                 migrate_goroutines: self.migrate_goroutines && !self.pin_goroutines,
                 sysmon: self.sysmon,
+                deadlock_detection: self.deadlock_detection,
             }),
             stopped: false,
         })
@@ -236,6 +254,16 @@ impl Runtime {
             return coro::block_on(fut);
         }
         let _enter = EnterGuard::new(&self.shared);
+        // A plain thread waiting on this runtime: counted for deadlock
+        // detection (`sched/checkdead.rs`).
+        struct Waiting<'a>(&'a Shared);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.block_on_threads.fetch_sub(1, SeqCst);
+            }
+        }
+        self.shared.block_on_threads.fetch_add(1, SeqCst);
+        let _waiting = Waiting(&self.shared);
         coro::block_on(fut)
     }
 

@@ -129,6 +129,14 @@ impl BlockingPool {
         self.inner.lock().threads
     }
 
+    /// The pool's threads if every one of them waits for work and none is
+    /// queued (deadlock detection: nothing here can wake anyone); `None`
+    /// while a job runs or waits.
+    pub(crate) fn all_idle(&self) -> Option<usize> {
+        let st = self.inner.lock();
+        (st.queue.is_empty() && st.waiting == st.threads).then_some(st.threads)
+    }
+
     /// Teardown: idle threads exit; busy ones exit when the queue is empty.
     pub(crate) fn shutdown(&self) {
         self.inner.lock().shutdown = true;

@@ -30,6 +30,8 @@ pub(crate) struct Config {
     /// (`GOSCHED_SYSMON=0`, `Builder::sysmon(false)`): without it a slow
     /// syscall or a long poll holds its P, and nothing preempts.
     pub(crate) sysmon: bool,
+    /// Report "all goroutines are asleep" and exit (`checkdead.rs`).
+    pub(crate) deadlock_detection: bool,
 }
 
 impl Config {
@@ -47,6 +49,7 @@ impl Config {
             name: "gosched-global".into(),
             migrate_goroutines: false,
             sysmon: default_sysmon(),
+            deadlock_detection: true,
         }
     }
 }

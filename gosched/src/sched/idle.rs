@@ -57,6 +57,14 @@ pub(crate) struct IdleLists {
     pub(crate) want_p: Vec<Arc<Machine>>,
 }
 
+impl super::Sched {
+    /// Ms parked on the idle list (deadlock detection).
+    #[cfg(not(loom))]
+    pub(crate) fn idle_ms(&self) -> usize {
+        self.idle.ms.len()
+    }
+}
+
 impl IdleLists {
     /// Every P starts idle; the last one is taken first (LIFO).
     pub(crate) fn new(procs: usize) -> Self {

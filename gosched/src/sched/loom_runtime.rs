@@ -53,6 +53,7 @@ fn runtime_with(procs: usize, max_threads: usize) -> Arc<Shared> {
         name: "loom".into(),
         migrate_goroutines: false,
         sysmon: false,
+        deadlock_detection: false,
     })
 }
 

@@ -21,6 +21,7 @@
 //! | `lockos.rs` | `lock_os_thread`: a locked M runs only its homed goroutines and gives its P away while they park |
 //! | `procresize.rs` | `set_procs`: Ps made live or DEAD on a running runtime |
 //! | `cgroup.rs` | the default procs from the cgroup CPU quota |
+//! | `checkdead.rs` | deadlock detection: "all goroutines are asleep", only when certain |
 //! | `blocking.rs` | the threads that run blocking calls goroutines hand off |
 //! | `owned.rs` | the tasks that have parked (for shutdown) |
 //! | `shutdown.rs` | stopping the Ms, cancelling what is left |
@@ -37,6 +38,8 @@ pub(crate) mod alloc;
 pub(crate) mod blocking;
 #[cfg(not(loom))]
 pub(crate) mod cgroup;
+#[cfg(not(loom))]
+pub(crate) mod checkdead;
 pub(crate) mod config;
 pub(crate) mod context;
 pub(crate) mod fault;
@@ -89,6 +92,9 @@ pub(crate) struct Shared {
     /// The user chose the procs (Builder, env, `set_procs`): sysmon does not
     /// follow the CPU quota.
     pub(crate) procs_set: AtomicBool,
+    /// Plain threads waiting in `block_on` on this runtime (deadlock
+    /// detection, `checkdead.rs`).
+    pub(crate) block_on_threads: AtomicUsize,
     /// The scheduler lock (Go's `sched.lock`): the global queue (`global.rs`) and
     /// the idle P and M lists (`idle.rs`), one lock so that an M dropping its P
     /// re-checks the global queue atomically with going idle.
@@ -171,6 +177,7 @@ impl Shared {
                 .collect(),
             nprocs: AtomicUsize::new(n),
             procs_set: AtomicBool::new(config.procs_set),
+            block_on_threads: AtomicUsize::new(0),
             sched: Mutex::new(Sched {
                 global: GlobalQueue::new(),
                 idle: IdleLists::new(n),

@@ -227,7 +227,9 @@ impl Shared {
                 break;
             }
             if self.idle_ps() == self.nprocs() {
-                // Every P idle: sleep until `pidleget` takes one.
+                // Every P idle: is anyone waiting for ever? (Exits if so.)
+                self.checkdead();
+                // Sleep until `pidleget` takes a P.
                 self.sysmon.asleep.store(true, SeqCst);
                 if self.idle_ps() == self.nprocs() && !self.shutdown.load(SeqCst) {
                     self.sysmon.sleep(None);
