@@ -83,7 +83,7 @@ pub use coro::local::GoLocal;
 #[cfg(not(loom))]
 pub use coro::{block_on, Go, SpawnError};
 #[cfg(not(loom))]
-pub use coro::{syscall, syscall_local};
+pub use coro::{syscall, syscall_async, syscall_local, SyscallFuture};
 #[cfg(not(loom))]
 pub use runtime::{Builder, Runtime};
 #[cfg(not(loom))]

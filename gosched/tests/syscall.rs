@@ -171,3 +171,52 @@ fn a_site_of_fast_calls_learns_to_run_in_place() {
     assert!(moved[0], "an unmeasured site is handed off: {moved:?}");
     assert!(!moved[19], "a site of fast calls runs in place: {moved:?}");
 }
+
+/// `syscall_async` from async tasks on one P: 8 calls of 200 ms run at
+/// once on the blocking pool (all 8 are seen inside their calls together)
+/// while the P runs another task meanwhile; a panic in the call reaches the
+/// awaiting task.
+#[test]
+fn syscall_async_runs_calls_off_the_p() {
+    use std::sync::atomic::AtomicUsize;
+    let rt = rt(1);
+    let ran_meanwhile = Arc::new(AtomicBool::new(false));
+    let (inside, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let rm = ran_meanwhile.clone();
+    let (i2, m2) = (inside.clone(), most.clone());
+    let total = rt
+        .block_on(rt.spawn(async move {
+            let calls: Vec<_> = (0..8u64)
+                .map(|i| {
+                    let (inside, most) = (i2.clone(), m2.clone());
+                    gosched::spawn(gosched::syscall_async(move || {
+                        let now = inside.fetch_add(1, SeqCst) + 1;
+                        most.fetch_max(now, SeqCst);
+                        // Wait (bounded) until all 8 are inside at once.
+                        let until = std::time::Instant::now() + Duration::from_secs(10);
+                        while inside.load(SeqCst) < 8 && std::time::Instant::now() < until {
+                            thread::sleep(Duration::from_millis(1));
+                        }
+                        i
+                    }))
+                })
+                .collect();
+            let other = gosched::spawn(async move { rm.store(true, SeqCst) });
+            other.await.unwrap();
+            let mut sum = 0;
+            for c in calls {
+                sum += c.await.unwrap();
+            }
+            sum
+        }))
+        .unwrap();
+    assert_eq!(total, (0..8).sum());
+    assert!(ran_meanwhile.load(SeqCst));
+    assert_eq!(most.load(SeqCst), 8, "the calls did not all run at once");
+    let err = rt
+        .block_on(rt.spawn(async {
+            gosched::syscall_async(|| -> u32 { panic!("boom in a blocking call") }).await
+        }))
+        .unwrap_err();
+    assert!(err.is_panic());
+}

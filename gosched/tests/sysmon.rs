@@ -479,3 +479,43 @@ fn set_procs_under_load() {
     }
     assert!(done.load(Relaxed) > 0);
 }
+
+const EXHAUST_CHILD: &str = "GOSCHED_TEST_THREAD_EXHAUSTION_CHILD";
+
+#[test]
+fn thread_exhaustion_child() {
+    if std::env::var_os(EXHAUST_CHILD).is_none() {
+        return; // only meaningful as the child of the test below
+    }
+    // One P, at most 3 Ms: every in-place blocking call loses its P to a new
+    // M, until the limit.
+    // SAFETY: as `migrating`.
+    let rt = unsafe {
+        gosched::Builder::new()
+            .procs(1)
+            .max_threads(3)
+            .migrate_goroutines(true)
+    }
+    .build()
+    .unwrap();
+    let hs: Vec<_> = (0..8)
+        .map(|_| rt.go(|| gosched::syscall_local(|| std::thread::sleep(Duration::from_secs(5)))))
+        .collect();
+    for h in hs {
+        rt.block_on(h).unwrap();
+    }
+    println!("no exhaustion");
+}
+
+/// Past `max_threads` the process ends with Go's message, never a hang.
+#[test]
+fn too_many_threads_is_go_s_fatal_error() {
+    let out = common::run_child_test("thread_exhaustion_child", EXHAUST_CHILD);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the child survived:\n{stderr}");
+    assert!(
+        stderr.contains("runtime: program exceeds 3-thread limit")
+            && stderr.contains("fatal error: thread exhaustion"),
+        "{stderr}"
+    );
+}

@@ -72,7 +72,7 @@ use std::sync::Arc;
 
 pub(crate) mod local;
 mod syscall;
-pub use syscall::{syscall, syscall_local};
+pub use syscall::{syscall, syscall_async, syscall_local, SyscallFuture};
 
 struct GoroutineCtx {
     yielder: Cell<*const Yielder<(), ()>>,

@@ -232,7 +232,15 @@ impl<R> Future for Wait<'_, R> {
     type Output = std::thread::Result<R>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut st = self.done.lock();
+        self.done.poll_result(cx)
+    }
+}
+
+impl<R> Done<R> {
+    /// The result once the pool thread finished, else register `cx`'s
+    /// waker.
+    fn poll_result(&self, cx: &mut Context<'_>) -> Poll<std::thread::Result<R>> {
+        let mut st = self.lock();
         if st.finished {
             return Poll::Ready(st.result.take().expect("syscall result taken twice"));
         }
@@ -297,5 +305,66 @@ where
     match block_on_goroutine(Wait { done: &done }) {
         Ok(r) => r,
         Err(payload) => panic::resume_unwind(payload),
+    }
+}
+
+/// The async form of [`syscall`]: run `f`, a call that may block its OS
+/// thread, on the runtime's blocking pool and await its result, so the
+/// task's M goes on with other work meanwhile (tokio's `spawn_blocking`).
+/// A panic in `f` is raised in the awaiting task. Dropping the future
+/// does not stop `f`; its result is dropped when it ends.
+///
+/// ```
+/// let rt = gosched::Builder::new().procs(2).build().unwrap();
+/// let n = rt.block_on(rt.spawn(async {
+///     gosched::syscall_async(|| std::fs::read_dir(".").map(|d| d.count()).unwrap_or(0)).await
+/// }));
+/// assert!(n.unwrap() > 0);
+/// ```
+pub fn syscall_async<F, R>(f: F) -> SyscallFuture<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    let done = Arc::new(Done {
+        state: Mutex::new(DoneState {
+            result: None,
+            finished: false,
+            waker: None,
+        }),
+        finished_cv: Condvar::new(),
+    });
+    let to_pool = done.clone();
+    with_current(|shared| {
+        shared.blocking.submit(Box::new(move || {
+            to_pool.finish(panic::catch_unwind(AssertUnwindSafe(f)));
+        }))
+    });
+    SyscallFuture { done }
+}
+
+/// Future of [`syscall_async`].
+#[must_use = "futures do nothing unless polled; the call runs anyway"]
+pub struct SyscallFuture<R> {
+    done: Arc<Done<R>>,
+}
+
+impl<R> std::fmt::Debug for SyscallFuture<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SyscallFuture").finish_non_exhaustive()
+    }
+}
+
+impl<R> Future for SyscallFuture<R> {
+    type Output = R;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
+        // Not through `Wait`: its drop waits for the call (it guards
+        // borrowed frames, which this 'static call has none of).
+        match self.done.poll_result(cx) {
+            Poll::Ready(Ok(v)) => Poll::Ready(v),
+            Poll::Ready(Err(payload)) => panic::resume_unwind(payload),
+            Poll::Pending => Poll::Pending,
+        }
     }
 }
