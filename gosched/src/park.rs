@@ -50,19 +50,32 @@ impl Parker {
     /// Any thread: wake the owner (idempotent until it consumes the token).
     pub(crate) fn wake(&self) {
         if !self.token.swap(true, Release) {
+            #[cfg(not(loom))]
+            PENDING_WAKES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             if let Some(t) = self.thread.get() {
                 t.unpark();
             }
         }
     }
 
+    /// Take the token (owner only): true if a wake was pending.
+    #[inline]
+    fn take(&self) -> bool {
+        let had = self.token.swap(false, Acquire);
+        #[cfg(not(loom))]
+        if had {
+            PENDING_WAKES.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        had
+    }
+
     /// Owner only: block until woken (true), or until `stop()` says to give up
     /// (false).
     pub(crate) fn wait(&self, stop: impl Fn() -> bool) -> bool {
-        while !self.token.swap(false, Acquire) {
+        while !self.take() {
             if stop() {
                 // A wake may have landed between the token check and `stop`.
-                return self.token.swap(false, Acquire);
+                return self.take();
             }
             thread::park();
         }
@@ -81,21 +94,30 @@ impl Parker {
     /// it one (see `try_sleep_on_timers`).
     #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn reset(&self) {
-        self.token.store(false, Release);
+        let _ = self.take();
     }
 
     /// Owner only: block until woken or until `timeout` elapsed. True if woken.
     pub(crate) fn wait_timeout(&self, timeout: std::time::Duration) -> bool {
-        if self.token.swap(false, Acquire) {
+        if self.take() {
             return true;
         }
         thread::park_timeout(timeout);
-        self.token.swap(false, Acquire)
+        self.take()
     }
 
     /// Owner only: consume a pending wake without blocking.
     fn try_take(&self) -> bool {
-        self.token.swap(false, Acquire)
+        self.take()
+    }
+}
+
+/// A token never taken (the owner exited, or its parker was dropped) stops
+/// counting as pending.
+#[cfg(not(loom))]
+impl Drop for Parker {
+    fn drop(&mut self) {
+        let _ = self.take();
     }
 }
 
@@ -125,6 +147,13 @@ pub(crate) static BLOCK_ON_PARKED: std::sync::atomic::AtomicUsize =
     std::sync::atomic::AtomicUsize::new(0);
 #[cfg(not(loom))]
 pub(crate) static BLOCK_ON_WAKES: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
+/// Wakes given (a parker's token set) and not yet taken by their owner,
+/// over every parker of the process: a thread that was woken but has not
+/// run yet still counts as awake for deadlock detection.
+#[cfg(not(loom))]
+pub(crate) static PENDING_WAKES: std::sync::atomic::AtomicUsize =
     std::sync::atomic::AtomicUsize::new(0);
 
 pub(crate) fn block_on_thread<F: Future>(fut: F) -> F::Output {

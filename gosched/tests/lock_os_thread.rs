@@ -224,3 +224,58 @@ fn goroutine_locals_are_per_goroutine() {
         0
     );
 }
+
+/// Runs `f` on a helper thread; fails (instead of hanging) if it takes more
+/// than `secs`.
+fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs))
+        .expect("hung: did not finish in time")
+}
+
+/// A locked goroutine spins (yielding) until a goroutine it spawned has
+/// run: the spawned one is movable work on the locked M's P, which must
+/// reach another M (on one P: the locked M hands its P over).
+#[test]
+fn a_locked_goroutine_does_not_starve_its_ps_queue() {
+    for procs in [1, 2] {
+        within(20, move || {
+            let rt = common::rt(procs);
+            rt.block_on(rt.go(|| {
+                lock_os_thread();
+                let ch = gosched::chan::<u32>(1);
+                let tx = ch.clone();
+                let _h = gosched::go(move || tx.send(1).unwrap());
+                while ch.try_recv().is_err() {
+                    gosched::yield_now();
+                }
+                unlock_os_thread();
+            }))
+            .unwrap();
+        });
+    }
+}
+
+/// Dropping the runtime while a locked goroutine is parked does not hang
+/// (the locked M parks on no list; shutdown wakes every M).
+#[test]
+fn shutdown_with_a_parked_locked_goroutine() {
+    within(20, || {
+        let rt = common::rt(2);
+        let ch = gosched::chan::<u32>(0);
+        let started = gosched::chan::<()>(0);
+        let st = started.clone();
+        let rx = ch.clone();
+        rt.go(move || {
+            lock_os_thread();
+            st.send(()).unwrap();
+            let _ = rx.recv();
+        });
+        rt.block_on(started.recv_async()).unwrap();
+        drop(rt);
+        drop(ch);
+    });
+}

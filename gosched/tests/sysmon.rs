@@ -493,6 +493,7 @@ fn thread_exhaustion_child() {
     let rt = unsafe {
         gosched::Builder::new()
             .procs(1)
+            .max_procs(1)
             .max_threads(3)
             .migrate_goroutines(true)
     }

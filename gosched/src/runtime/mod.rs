@@ -172,7 +172,7 @@ impl Builder {
                 max_procs,
                 procs_set,
                 stack_size: self.stack_size,
-                max_threads: self.max_threads.max(procs + 1),
+                max_threads: self.max_threads.max(max_procs + 1),
                 name: self.name,
                 migrate_goroutines: self.migrate_goroutines && !self.pin_goroutines,
                 sysmon: self.sysmon,
@@ -368,6 +368,65 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc as StdArc;
     use std::thread;
+
+    /// Waits (up to 5 s) until every P of `rt` is idle; false if one never is.
+    fn all_ps_go_idle(rt: &Runtime) -> bool {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            let s = &rt.shared;
+            if s.idle_ps() == s.nprocs()
+                && s.procs[..s.nprocs()]
+                    .iter()
+                    .all(|p| p.status.load() == crate::sched::status::IDLE)
+            {
+                return true;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        false
+    }
+
+    /// Runtime calls and parks made from inside an in-place syscall (its
+    /// `f`) leave no P behind: once everything is done, every P is idle
+    /// again. (A runtime call inside `f` used to take a second P and leave
+    /// the first one USER with no owner; a park inside `f` left it SYSCALL.)
+    #[test]
+    fn in_place_syscalls_that_spawn_or_park_leave_no_p_behind() {
+        for procs in [1, 2] {
+            let rt = Builder::new().procs(procs).build().unwrap();
+            rt.block_on(rt.go(|| {
+                for _ in 0..20 {
+                    crate::syscall_local(|| {
+                        crate::go(|| ());
+                    });
+                }
+                let ch = crate::chan::<u32>(0);
+                let tx = ch.clone();
+                let sender = crate::go(move || {
+                    for i in 0..5 {
+                        tx.send(i).unwrap();
+                    }
+                });
+                for _ in 0..5 {
+                    // Parks inside the call.
+                    crate::syscall_local(|| ch.recv().unwrap());
+                }
+                sender.join().unwrap();
+            }))
+            .unwrap();
+            let idle = all_ps_go_idle(&rt);
+            let states: Vec<u64> = rt
+                .shared
+                .procs
+                .iter()
+                .map(|p| p.status.load_word())
+                .collect();
+            assert!(
+                idle,
+                "a P stayed busy with nobody on it (procs {procs}): {states:x?}"
+            );
+        }
+    }
 
     /// Dropping a runtime with parked goroutines returns every stack to the pool
     /// and gives their pages back.

@@ -13,6 +13,8 @@
 //! * every M of the runtime is parked on the idle list (none in a poll, none
 //!   in a syscall: a P-less M is not on the list);
 //! * the blocking pool runs no call and has none queued;
+//! * no parker anywhere holds a wake its owner has not taken yet (a thread
+//!   woken but not yet scheduled: `park::PENDING_WAKES`);
 //! * the process has no thread but those: the Ms, sysmon, the pool's
 //!   threads and the `block_on` threads (`/proc/self/task`). Any other
 //!   thread — a thread of the user's, of another runtime, of a library —
@@ -32,7 +34,7 @@ use super::timers::NEVER;
 use super::Shared;
 use crate::loom::lock;
 use crate::loom::sync::atomic::Ordering::*;
-use crate::park::{BLOCK_ON_PARKED, BLOCK_ON_WAKES};
+use crate::park::{BLOCK_ON_PARKED, BLOCK_ON_WAKES, PENDING_WAKES};
 
 /// The snapshot two looks compare: what a wake-up anywhere would change.
 #[derive(PartialEq, Eq, Debug)]
@@ -77,7 +79,7 @@ impl Shared {
         if waiting == 0 {
             return None; // nobody waits: an idle runtime, not a deadlock
         }
-        if self.idle_ps() != self.nprocs()
+        if !self.all_ps_idle()
             || self.spinning_ms() != 0
             || self.global_len() != 0
             || self.next_timer() != NEVER
@@ -91,6 +93,10 @@ impl Shared {
         }
         let pool = self.blocking.all_idle()?;
         if BLOCK_ON_PARKED.load(SeqCst) != waiting {
+            return None;
+        }
+        // A thread (an M, a block_on thread) woken but not yet running.
+        if PENDING_WAKES.load(SeqCst) != 0 {
             return None;
         }
         let threads = std::fs::read_dir("/proc/self/task").ok()?.count();

@@ -163,30 +163,46 @@ pub(crate) fn with_current_p<R>(shared: &Shared, f: impl FnOnce(Option<&Processo
         // Scheduler code: the P is ours in RUNNING.
         return f(Some(p));
     }
+    if ctx.in_syscall.get() {
+        // A runtime call made by an in-place syscall's `f`: the P is marked
+        // SYSCALL (sysmon may take it any moment), so go P-less.
+        return f(None);
+    }
     match p.status.enter_runtime(ctx.pword.get()) {
         EnterRuntime::Nested => f(Some(p)),
-        EnterRuntime::Entered => {
-            let r = f(Some(p));
-            p.status.store(status::USER);
-            r
-        }
+        EnterRuntime::Entered => entered(p, f),
         EnterRuntime::Retaken => {
             // Go's `exitsyscall`: an idle P if there is one, else P-less.
             ctx.lost_p_in_poll();
-            match ctx.p.get() {
-                Some(pi) => {
-                    let p = &shared.procs[pi];
-                    // Ours since `lost_p_in_poll` began a poll on it.
-                    let entered = p.status.enter_runtime(ctx.pword.get());
-                    debug_assert_eq!(entered, EnterRuntime::Entered);
-                    let r = f(Some(p));
-                    p.status.store(status::USER);
-                    r
+            let Some(pi) = ctx.p.get() else {
+                return f(None);
+            };
+            let p = &shared.procs[pi];
+            match p.status.enter_runtime(ctx.pword.get()) {
+                EnterRuntime::Entered => entered(p, f),
+                EnterRuntime::Nested => f(Some(p)),
+                // Retaken again already (sysmon, or `set_procs`): P-less.
+                EnterRuntime::Retaken => {
+                    ctx.p.set(None);
+                    f(None)
                 }
-                None => f(None),
             }
         }
     }
+}
+
+/// `f` with P `p`, entered (USER → RUNNING) by the caller; USER again after,
+/// also if `f` panics (a poll may catch the panic and go on).
+#[inline]
+fn entered<R>(p: &Processor, f: impl FnOnce(Option<&Processor>) -> R) -> R {
+    struct Leave<'a>(&'a Processor);
+    impl Drop for Leave<'_> {
+        fn drop(&mut self) {
+            self.0.status.store(status::USER);
+        }
+    }
+    let _leave = Leave(p);
+    f(Some(p))
 }
 
 /// `with_current` and `with_current_p` with one thread-local lookup: `f` gets

@@ -10,6 +10,11 @@
 //! (an idle one, or through the want-P list) and runs it (Go's
 //! `startlockedm`).
 //!
+//! Movable work that lands on the locked M's P (a goroutine it spawns, a
+//! task it readies, due timers aside, which it runs) makes the M hand the P
+//! to another M and queue for one itself (the want-P list), so that work
+//! runs elsewhere at once.
+//!
 //! Under the thread rule other goroutines homed on the same M cannot run
 //! anywhere else, so the locked M still runs those (they share the thread
 //! with the locked goroutine either way); only movable work is refused.
@@ -44,8 +49,13 @@ pub(crate) fn lock_current() {
         ctx.m
             .homed
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // SAFETY: as above; we are the task's poll.
-        unsafe { header.set_home_running(ctx.m.clone()) };
+        // Under the task's owned-list shard lock: an exiting M's
+        // `cancel_homed` reads `home` of linked tasks under it.
+        ctx.shared.owned.under_shard_lock(header.id, || {
+            // SAFETY: as above; we are the task's poll, and the shard lock
+            // orders this write with `is_homed_on`'s read.
+            unsafe { header.set_home_running(ctx.m.clone()) }
+        });
     }
     ctx.locked.set(ctx.locked.get() + 1);
 }
@@ -81,6 +91,21 @@ impl super::machine::MachineCtx {
             if self.spinning.replace(false) {
                 shared.spinning_end();
             }
+            let pi = self.p.get().expect("checked above");
+            let p = &shared.procs[pi];
+            self.run_timers(p);
+            if p.has_work() || (shared.global_len() > 0 && shared.idle_ps() == 0) {
+                // Movable work waits on our P (a G our goroutine spawned or
+                // readied, or the global queue with no idle P to take it):
+                // this M may not run it, so the P goes to an M that may, and
+                // we queue for a P for our own (Go hands the P over whenever
+                // the locked G is not the one running).
+                self.p.set(None);
+                p.status.store(status::RETAKEN);
+                shared.handoffp(pi);
+                self.wait_for_p();
+                return None;
+            }
             return self.take_homed();
         }
         // Nothing of ours to run: the P goes to whoever should have it (Go's
@@ -93,6 +118,7 @@ impl super::machine::MachineCtx {
             shared.procs[pi].status.store(status::RETAKEN);
             shared.handoffp(pi);
         }
+        super::preempt::clear(&self.m);
         self.m.parker.wait(|| {
             shared.shutdown.load(std::sync::atomic::Ordering::Acquire) || self.has_homed_work()
         });

@@ -236,6 +236,13 @@ pub(crate) struct MachineCtx {
     /// generation): what our CASes compare during a poll (`status.rs`,
     /// "Generations").
     pub(crate) pword: Cell<u64>,
+    /// Polls begun on this M (an in-place syscall tells whether the poll it
+    /// entered in is still the current one: `syscall.rs`).
+    pub(crate) poll_seq: Cell<u64>,
+    /// Inside an in-place syscall of the current poll: the P is SYSCALL, so
+    /// runtime calls made by the call itself go P-less (`with_current_p`)
+    /// and nothing preempts.
+    pub(crate) in_syscall: Cell<bool>,
     /// The task this M is polling (for `lock_os_thread`).
     pub(crate) running: Cell<Option<std::ptr::NonNull<super::task::Header>>>,
     /// Goroutines homed here that hold `lock_os_thread` (`lockos.rs`): while
@@ -341,12 +348,15 @@ fn mstart(shared: Arc<Shared>, m: Arc<Machine>, p: usize, spinning: bool) {
         pword: Cell::new(0),
         running: Cell::new(None),
         locked: Cell::new(0),
+        poll_seq: Cell::new(0),
+        in_syscall: Cell::new(false),
         next: Cell::new(None),
         localq: RefCell::new(VecDeque::new()),
     };
     // Uninstalled before `ctx` is dropped (declared after it).
     let _installed = context::install_machine(&ctx);
     ctx.schedule();
+    preempt::clear(&ctx.m);
 }
 
 /// A thief's pause before taking a running victim's `runnext` (under loom, one
@@ -481,6 +491,8 @@ impl MachineCtx {
         debug_assert!(!task.pinned() || task.home().is_some(), "placed first");
         debug_assert!(task.home().is_none_or(|h| Arc::ptr_eq(h, &self.m)));
         self.pword.set(p.status.begin_poll());
+        self.poll_seq.set(self.poll_seq.get().wrapping_add(1));
+        self.in_syscall.set(false);
         self.in_poll.set(true);
         self.running.set(Some(task.raw()));
         let polled = task.run();
@@ -493,8 +505,17 @@ impl MachineCtx {
         // The poll is over: take the P back, unless sysmon retook it. (The P
         // may not be the one we started with: a syscall or runtime call that
         // found it retaken may have taken an idle one, `lost_p_in_poll`.)
+        // A goroutine that parked inside an in-place syscall left the P in
+        // SYSCALL under our generation: still ours (`end_poll_in_syscall`).
+        let in_syscall = self.in_syscall.replace(false);
         let p = match self.p.get() {
-            Some(pi) if self.proc(pi).status.end_poll(self.pword.get()) => Some(self.proc(pi)),
+            Some(pi)
+                if self.proc(pi).status.end_poll(self.pword.get())
+                    || (in_syscall
+                        && self.proc(pi).status.end_poll_in_syscall(self.pword.get())) =>
+            {
+                Some(self.proc(pi))
+            }
             _ => {
                 self.p.set(None);
                 None
@@ -540,6 +561,12 @@ impl MachineCtx {
         if let Some(pi) = self.shared.acquire_idle_p() {
             let p = self.proc(pi);
             p.set_owner(&self.m);
+            // A new slice on this P, as far as sysmon can tell (its records
+            // of the P are about whoever held it before).
+            p.schedtick
+                .store(p.schedtick.load(Relaxed).wrapping_add(1), Relaxed);
+            p.execs
+                .store(p.execs.load(Relaxed).wrapping_add(1), Release);
             self.pword.set(p.status.begin_poll());
             self.p.set(Some(pi));
         }
@@ -736,7 +763,7 @@ impl MachineCtx {
         }
     }
 
-    fn run_timers(&self, p: &Processor) {
+    pub(super) fn run_timers(&self, p: &Processor) {
         let shared = &*self.shared;
         let (a, b) = (p.timers.next_when(), shared.global_timers.next_when());
         if a == NEVER && b == NEVER {
@@ -850,6 +877,9 @@ impl MachineCtx {
     /// is, otherwise park on the idle-M list until `wakep` hands us a P.
     fn park_idle(&self) {
         let shared = &*self.shared;
+        // A request that raced the end of our last poll dies here: a flag
+        // left set would keep every M's runtime calls on the slow path.
+        preempt::clear(&self.m);
         let next = shared.next_timer();
         if next != NEVER {
             if next <= now_ns() {

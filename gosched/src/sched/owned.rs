@@ -77,6 +77,14 @@ impl OwnedTasks {
         &self.shards[(id & self.mask) as usize]
     }
 
+    /// Run `f` under the shard lock of the task with id `id` (for a write
+    /// that `take_where`'s predicate reads under that lock).
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn under_shard_lock<R>(&self, id: u64, f: impl FnOnce() -> R) -> R {
+        let _guard = lock(self.shard(id));
+        f()
+    }
+
     /// Link a task (taking over the reference in `task`). Gives it back if the
     /// list is closed (the runtime shut down).
     pub(crate) fn insert(&self, task: Task) -> Result<(), Task> {

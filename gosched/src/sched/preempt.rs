@@ -18,11 +18,12 @@
 //!   time instead of a count.
 //!
 //! The flag is cleared when the poll ends (`execute`: the task yielded,
-//! parked or completed) and when a goroutine honours it. A slice handed on
+//! parked or completed), when a goroutine honours it, when the M parks or
+//! exits, and by sysmon itself if the P's word moved while it asked. A slice handed on
 //! through `runnext` keeps its `schedtick`, so sysmon asks again 10 ms
 //! later; a request that lands after its poll ended only makes the next
-//! poll yield early: harmless. A flag never outlives its poll, so an M that
-//! goes idle leaves `REQUESTS` as it found it.
+//! poll yield early: harmless. An M clears its flag before it parks and
+//! when it exits, so an idle M never keeps `REQUESTS` up.
 //!
 //! `REQUESTS` counts the flags set in the whole process, so the check on the
 //! hot path is one relaxed load of a read-mostly word; only while some M is
@@ -65,7 +66,11 @@ pub(crate) fn requested() -> bool {
 #[cold]
 #[inline(never)]
 fn requested_here() -> bool {
-    context::current().is_some_and(|ctx| ctx.in_poll.get() && ctx.m.preempt.load(Relaxed))
+    context::current().is_some_and(|ctx| {
+        // Never inside an in-place syscall's `f`: a yield there would park
+        // the goroutine with its P marked SYSCALL.
+        ctx.in_poll.get() && !ctx.in_syscall.get() && ctx.m.preempt.load(Relaxed)
+    })
 }
 
 /// A goroutine is about to yield for a request: clear it, so the yield

@@ -48,11 +48,15 @@ impl Shared {
         if n < 1 {
             return self.nprocs();
         }
-        if by_user {
-            self.procs_set.store(true, Relaxed);
-        }
         let n = n.min(self.procs.len());
         let mut s = lock(&self.sched);
+        // Under the lock: a quota-following resize (sysmon) never undoes a
+        // user's concurrent choice.
+        if by_user {
+            self.procs_set.store(true, Relaxed);
+        } else if self.procs_set.load(Relaxed) {
+            return self.nprocs();
+        }
         let old = self.nprocs();
         if n > old {
             self.nprocs.store(n, Release);
@@ -76,6 +80,16 @@ impl Shared {
             self.sysmon.wake();
         }
         old
+    }
+
+    /// Every live P idle and every P beyond the count dead (none still held
+    /// on its way out): sysmon may sleep, deadlock detection may look.
+    pub(crate) fn all_ps_idle(&self) -> bool {
+        let n = self.nprocs();
+        self.idle_ps() == n
+            && self.procs[n..]
+                .iter()
+                .all(|p| p.status.load() == status::DEAD)
     }
 
     /// Whether P `pi` is beyond the live count (to die at its owner's next
@@ -125,9 +139,9 @@ impl Shared {
         // SAFETY: the caller owns the P (see above), so its local state is
         // ours; nobody else touches it until it is live again.
         #[cfg(not(loom))]
-        unsafe {
-            p.local().stacks.drain(&self.stacks)
-        };
+        if unsafe { p.local().stacks.drain_live(&self.stacks) } {
+            self.arc().scavenge_stacks_soon();
+        }
         p.status.store(status::DEAD);
     }
 }

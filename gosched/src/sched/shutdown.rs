@@ -68,6 +68,12 @@ impl Shared {
         }
         #[cfg(not(loom))]
         self.sysmon.wake();
+        // An M locked to a goroutine parks on its own parker, on no list
+        // (`lockos.rs`): wake every M.
+        let all: Vec<_> = lock(&self.machines).clone();
+        for m in all {
+            m.parker.wake();
+        }
     }
 
     /// After every M stopped: cancel every task (parked ones from the owned list,

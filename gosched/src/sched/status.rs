@@ -64,9 +64,11 @@ pub(crate) const USER: u8 = 2;
 /// Held by an M inside `syscall(f)`. Owner: that M while `f` runs; moved out by
 /// CAS only: the M (→ USER when `f` returns) or sysmon (→ RETAKEN).
 pub(crate) const SYSCALL: u8 = 3;
-/// Taken by sysmon from an M stuck in USER or SYSCALL. Owner: sysmon, which
-/// hands it to another M or the idle list (`Shared::handoffp`). The old M
-/// finds out at its next CAS (the generation moved) and goes P-less.
+/// Taken from an M stuck in USER or SYSCALL — by sysmon, or by the M itself
+/// before a call known to block (`in_place_blocking`) or when it is locked
+/// (`lockos.rs`). Owner: whoever took it, which hands it to another M or the
+/// idle list (`Shared::handoffp`). An old M finds out at its next CAS (the
+/// generation moved) and goes P-less.
 pub(crate) const RETAKEN: u8 = 4;
 /// Beyond the current `set_procs` count (Go's `_Pdead`). Owner: nobody; holds no
 /// work (its queues and timers were handed to the others before it died); only
@@ -99,7 +101,8 @@ pub(crate) enum EnterRuntime {
     Nested,
     /// USER → RUNNING succeeded; the caller must store USER when its call ends.
     Entered,
-    /// sysmon retook the P: the M is P-less now.
+    /// The P is not ours in USER any more (retaken; or marked SYSCALL by
+    /// an in-place call, whose runtime calls `with_current_p` keeps P-less).
     Retaken,
 }
 
@@ -122,9 +125,10 @@ impl PStatus {
     }
 
     /// A plain store of a new state, keeping the generation; only from a state
-    /// nobody else may change: RUNNING → IDLE / USER (by the owner), IDLE →
-    /// RUNNING (under the scheduler lock), RETAKEN → RUNNING / IDLE (by
-    /// sysmon, handing it off).
+    /// nobody else may change: RUNNING → IDLE / USER / RETAKEN (by the owner;
+    /// RETAKEN when it hands its own P off: a locked M, `lockos.rs`), IDLE →
+    /// RUNNING / DEAD and DEAD → IDLE (under the scheduler lock), RETAKEN →
+    /// RUNNING / IDLE / DEAD (by whoever retook it, handing it off).
     #[inline]
     pub(crate) fn store(&self, s: u8) {
         let gen = self.0.load(Relaxed) & !STATE_MASK;
@@ -160,6 +164,19 @@ impl PStatus {
         let running = (user & !STATE_MASK) | RUNNING as u64;
         self.0
             .compare_exchange(user, running, AcqRel, Acquire)
+            .is_ok()
+    }
+
+    /// Owner: the poll ends while a goroutine it ran is parked inside an
+    /// in-place syscall (SYSCALL under our generation: still ours). False:
+    /// retaken.
+    #[inline]
+    #[must_use]
+    pub(crate) fn end_poll_in_syscall(&self, user: u64) -> bool {
+        let syscall = (user & !STATE_MASK) | SYSCALL as u64;
+        let running = (user & !STATE_MASK) | RUNNING as u64;
+        self.0
+            .compare_exchange(syscall, running, AcqRel, Acquire)
             .is_ok()
     }
 

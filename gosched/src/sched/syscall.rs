@@ -24,33 +24,60 @@ use crate::loom::sync::atomic::Ordering::Relaxed;
 pub(crate) fn in_place<R>(f: impl FnOnce() -> R) -> R {
     let entered = context::current().and_then(|ctx| {
         let pi = ctx.p.get()?;
-        let p = &ctx.shared.procs[pi];
-        // From USER (inside a poll). A nested syscall or scheduler code (RUNNING)
-        // does not enter.
-        if !ctx.in_poll.get() || !p.status.enter_syscall(ctx.pword.get()) {
-            return None;
+        if !ctx.in_poll.get() || ctx.in_syscall.get() {
+            return None; // scheduler code, or a syscall inside a syscall
         }
-        // Owner-only counter: sysmon tells one long call from many short ones.
+        let p = &ctx.shared.procs[pi];
+        // Owner-only counter, bumped before the state says SYSCALL: sysmon
+        // must never pair a new call with the previous call's tick.
         p.syscalltick
             .store(p.syscalltick.load(Relaxed).wrapping_add(1), Relaxed);
-        Some((ctx, pi))
+        let user = ctx.pword.get();
+        if !p.status.enter_syscall(user) {
+            return None;
+        }
+        ctx.in_syscall.set(true);
+        Some(Entered {
+            ctx,
+            pi,
+            user,
+            poll: ctx.poll_seq.get(),
+        })
     });
-    // Leaves the syscall state also when `f` panics (the poll goes on: the
-    // panic may be caught, or becomes the task's `JoinError`).
-    struct Exit(Option<(&'static MachineCtx, usize)>);
-    impl Drop for Exit {
-        fn drop(&mut self) {
-            if let Some((ctx, pi)) = self.0 {
-                let p = &ctx.shared.procs[pi];
-                if !p.status.exit_syscall(ctx.pword.get()) {
-                    // Retaken: Go's `exitsyscall` slow path.
-                    ctx.lost_p_in_poll();
-                }
-            }
+    let _exit = entered;
+    f()
+}
+
+/// An in-place call in progress: the P it marked SYSCALL, the word it
+/// entered with, and the poll it entered in.
+struct Entered {
+    ctx: &'static MachineCtx,
+    pi: usize,
+    user: u64,
+    poll: u64,
+}
+
+// Leaves the syscall state also when `f` panics (the poll goes on: the
+// panic may be caught, or becomes the task's `JoinError`).
+impl Drop for Entered {
+    fn drop(&mut self) {
+        // A goroutine that parked inside `f` may resume on another M (in a
+        // migrating runtime): only the M it entered on may look at its own
+        // context, and only in the same poll.
+        let Some(ctx) = context::current().filter(|c| std::ptr::eq(*c, self.ctx)) else {
+            return;
+        };
+        if ctx.poll_seq.get() != self.poll {
+            // `f` parked the goroutine: the poll it entered in has
+            // ended, and `execute` settled that P (`end_poll_in_syscall`).
+            return;
+        }
+        ctx.in_syscall.set(false);
+        if !ctx.shared.procs[self.pi].status.exit_syscall(self.user) {
+            // Retaken: Go's `exitsyscall` slow path.
+            ctx.lost_p_in_poll();
         }
     }
-    let _exit = Exit(entered);
-    f()
 }
 
 /// Run `f`, a call known to block, on the calling thread after handing the
@@ -62,18 +89,25 @@ pub(crate) fn in_place_blocking<R>(f: impl FnOnce() -> R) -> R {
     let gave = context::current().and_then(|ctx| {
         let pi = ctx.p.get()?;
         let p = &ctx.shared.procs[pi];
-        if !ctx.in_poll.get() || !p.status.retake(ctx.pword.get()) {
+        if !ctx.in_poll.get() || ctx.in_syscall.get() || !p.status.retake(ctx.pword.get()) {
             return None;
         }
         ctx.p.set(None);
         ctx.shared.handoffp(pi);
-        Some(ctx)
+        Some((ctx, ctx.poll_seq.get()))
     });
-    struct Back(Option<&'static MachineCtx>);
+    struct Back(Option<(&'static MachineCtx, u64)>);
     impl Drop for Back {
         fn drop(&mut self) {
-            if let Some(ctx) = self.0 {
-                ctx.lost_p_in_poll();
+            // Only in the poll that gave the P away: if `f` parked the
+            // goroutine, a later poll has its own P.
+            if let Some((ctx, poll)) = self.0 {
+                // Only on the M it gave the P away on (a goroutine that
+                // parked inside `f` may resume on another M).
+                let here = context::current().is_some_and(|c| std::ptr::eq(c, ctx));
+                if here && ctx.poll_seq.get() == poll && ctx.p.get().is_none() {
+                    ctx.lost_p_in_poll();
+                }
             }
         }
     }

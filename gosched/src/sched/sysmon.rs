@@ -188,10 +188,14 @@ impl Shared {
             .spawn(move || shared.sysmon_loop());
         match res {
             Ok(h) => *self.sysmon.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(h),
-            Err(e) => eprintln!(
-                "gosched: cannot start the sysmon thread ({e}); long polls and slow \
-                 syscalls will hold their Ps"
-            ),
+            Err(e) => {
+                // Not running: `runnext` puts must wake Ms again.
+                self.sysmon.started.store(false, Release);
+                eprintln!(
+                    "gosched: cannot start the sysmon thread ({e}); long polls and slow \
+                     syscalls will hold their Ps"
+                )
+            }
         }
     }
 
@@ -226,12 +230,12 @@ impl Shared {
             if self.shutdown.load(Acquire) {
                 break;
             }
-            if self.idle_ps() == self.nprocs() {
+            if self.all_ps_idle() {
                 // Every P idle: is anyone waiting for ever? (Exits if so.)
                 self.checkdead();
                 // Sleep until `pidleget` takes a P.
                 self.sysmon.asleep.store(true, SeqCst);
-                if self.idle_ps() == self.nprocs() && !self.shutdown.load(SeqCst) {
+                if self.all_ps_idle() && !self.shutdown.load(SeqCst) {
                     self.sysmon.sleep(None);
                 }
                 self.sysmon.asleep.store(false, SeqCst);
@@ -329,6 +333,11 @@ impl Shared {
                     {
                         if let Some(m) = self.owner_of(pi) {
                             super::preempt::request(m);
+                            // The poll may have ended (and its M gone idle)
+                            // since we read the word: then take it back.
+                            if p.status.load_word() != word {
+                                super::preempt::clear(m);
+                            }
                         }
                         // Not counted as work for the cadence (Go counts
                         // only retakes): a hog that never honours the
@@ -401,13 +410,16 @@ impl Shared {
     pub(crate) fn handoffp(&self, pi: usize) {
         let p = &self.procs[pi];
         debug_assert_eq!(p.status.load(), status::RETAKEN);
+        let now = now_ns();
+        let mut s = lock(&self.sched);
+        // Checked under the lock, which `set_procs` changes the count under:
+        // a P found live here cannot die before we are done with it.
         if self.p_dying(pi) {
             // `set_procs` shrank below it: it dies instead (`procresize.rs`).
+            drop(s);
             self.destroy_p(pi);
             return;
         }
-        let now = now_ns();
-        let mut s = lock(&self.sched);
         let work = p.has_work() || self.global_len() > 0 || p.timers.next_when() <= now;
         let spinning = !work
             && s.idle.want_p.is_empty()

@@ -1370,10 +1370,19 @@ impl StackCache {
     /// Gives every cached stack and all credit back to the pool (shutdown:
     /// no scavenger is started; the caller trims the pool).
     pub(crate) fn drain(&mut self, pool: &StackPool) {
+        let _ = self.drain_live(pool);
+    }
+
+    /// `drain` on a live runtime (a P that `set_procs` retires): true if the
+    /// pool asks for a scavenger (the caller must start one, as `put`'s
+    /// callers do, or the pool never asks again).
+    pub(crate) fn drain_live(&mut self, pool: &StackPool) -> bool {
+        let mut scavenge = false;
         for class in &mut self.classes {
-            let _ = pool.free_batch(class.stacks.drain(..));
+            scavenge |= pool.free_batch(class.stacks.drain(..));
             pool.unreserve(class.size, std::mem::take(&mut class.credit));
         }
+        scavenge
     }
 
     /// Stacks currently cached.

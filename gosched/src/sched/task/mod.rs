@@ -127,8 +127,9 @@ impl Header {
     pub(crate) fn is_homed_on(&self, m: &Arc<Machine>) -> bool {
         // SAFETY: a linked task has parked, so it has run: `home` was written
         // before its first run by the M that then ran it and linked it under
-        // this shard lock (which we hold), so the write happens-before this
-        // read, and `home` is never written again.
+        // this shard lock (which we hold), or by its own poll under this same
+        // lock (`lock_os_thread` homing a migratable goroutine), so the write
+        // happens-before this read.
         self.home
             .with(|h| unsafe { (*h).as_ref() })
             .is_some_and(|h| Arc::ptr_eq(h, m))
