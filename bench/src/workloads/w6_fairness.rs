@@ -109,16 +109,22 @@ fn finish(rx: mpsc::Receiver<Vec<u64>>, stop: &AtomicBool, window: Duration) -> 
     Sample::latencies(window, ticks, late)
 }
 
+/// `HOGS` goroutine hogs on `rt`.
 #[cfg(feature = "gosched")]
-fn gosched_go(procs: usize, window: Duration) -> Sample {
-    let rt = super::gosched_runtime(procs);
-    let stop = Arc::new(AtomicBool::new(false));
-    let hogs: Vec<_> = (0..HOGS)
+fn goroutine_hogs(rt: &gosched::Runtime, stop: &Arc<AtomicBool>) -> Vec<gosched::JoinHandle<u64>> {
+    (0..HOGS)
         .map(|_| {
             let s = stop.clone();
             rt.go(move || hog(&s))
         })
-        .collect();
+        .collect()
+}
+
+#[cfg(feature = "gosched")]
+fn gosched_go(procs: usize, window: Duration) -> Sample {
+    let rt = super::gosched_runtime(procs);
+    let stop = Arc::new(AtomicBool::new(false));
+    let hogs = goroutine_hogs(&rt, &stop);
     let (tx, rx) = mpsc::channel();
     let ticker = rt.go(move || {
         let mut t = Ticks::new(window);
@@ -142,12 +148,7 @@ fn gosched_go(procs: usize, window: Duration) -> Sample {
 fn gosched_async_ticker(procs: usize, window: Duration) -> Sample {
     let rt = super::gosched_runtime(procs);
     let stop = Arc::new(AtomicBool::new(false));
-    let hogs: Vec<_> = (0..HOGS)
-        .map(|_| {
-            let s = stop.clone();
-            rt.go(move || hog(&s))
-        })
-        .collect();
+    let hogs = goroutine_hogs(&rt, &stop);
     let (tx, rx) = mpsc::channel();
     let ticker = rt.spawn(async move {
         let mut t = Ticks::new(window);

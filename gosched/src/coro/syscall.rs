@@ -202,6 +202,17 @@ struct DoneState<R> {
 }
 
 impl<R> Done<R> {
+    fn new() -> Arc<Self> {
+        Arc::new(Done {
+            state: Mutex::new(DoneState {
+                result: None,
+                finished: false,
+                waker: None,
+            }),
+            finished_cv: Condvar::new(),
+        })
+    }
+
     fn lock(&self) -> MutexGuard<'_, DoneState<R>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -276,14 +287,7 @@ where
     F: FnOnce() -> R + Send,
     R: Send,
 {
-    let done = Arc::new(Done {
-        state: Mutex::new(DoneState {
-            result: None,
-            finished: false,
-            waker: None,
-        }),
-        finished_cv: Condvar::new(),
-    });
+    let done = Done::new();
     let to_pool = done.clone();
     let job: Box<dyn FnOnce() + Send + '_> = Box::new(move || {
         let t = Instant::now();
@@ -326,14 +330,7 @@ where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    let done = Arc::new(Done {
-        state: Mutex::new(DoneState {
-            result: None,
-            finished: false,
-            waker: None,
-        }),
-        finished_cv: Condvar::new(),
-    });
+    let done = Done::new();
     let to_pool = done.clone();
     with_current(|shared| {
         shared.blocking.submit(Box::new(move || {
