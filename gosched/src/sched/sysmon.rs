@@ -81,6 +81,12 @@ const IDLE_LOOKS: u32 = 50;
 const DELAY_RUNNEXT_US: u64 = 50;
 /// How long that while lasts.
 const RUNNEXT_WATCH_SPELL: u64 = 2_000_000;
+/// While every P is idle and a thread waits in `block_on`, sysmon looks for
+/// a deadlock again after this long, doubling up to `DEADLOCK_RETRY_MAX`.
+#[cfg(not(loom))]
+const DEADLOCK_RETRY_MIN: Duration = Duration::from_millis(50);
+#[cfg(not(loom))]
+const DEADLOCK_RETRY_MAX: Duration = Duration::from_secs(1);
 /// How often sysmon re-reads the CPU quota (Go: about once a second).
 #[cfg(not(loom))]
 const QUOTA_EVERY: u64 = 1_000_000_000;
@@ -231,14 +237,28 @@ impl Shared {
                 break;
             }
             if self.all_ps_idle() {
-                // Every P idle: is anyone waiting for ever? (Exits if so.)
-                self.checkdead();
-                // Sleep until `pidleget` takes a P.
-                self.sysmon.asleep.store(true, SeqCst);
-                if self.all_ps_idle() && !self.shutdown.load(SeqCst) {
-                    self.sysmon.sleep(None);
+                // Every P idle: sleep until `pidleget` takes a P. While a
+                // thread waits in `block_on`, look for a deadlock now and
+                // then (exits if there is one): the first look may come a
+                // moment too early (an M not yet on the idle list, a woken
+                // thread not yet parked again), so retry, backing off.
+                let mut retry = DEADLOCK_RETRY_MIN;
+                loop {
+                    self.checkdead();
+                    self.sysmon.asleep.store(true, SeqCst);
+                    if !self.all_ps_idle() || self.shutdown.load(SeqCst) {
+                        self.sysmon.asleep.store(false, SeqCst);
+                        break;
+                    }
+                    let watch =
+                        self.config.deadlock_detection && self.block_on_threads.load(SeqCst) > 0;
+                    let woken = self.sysmon.sleep(watch.then_some(retry));
+                    self.sysmon.asleep.store(false, SeqCst);
+                    if woken || !self.all_ps_idle() || self.shutdown.load(SeqCst) {
+                        break;
+                    }
+                    retry = (retry * 2).min(DEADLOCK_RETRY_MAX);
                 }
-                self.sysmon.asleep.store(false, SeqCst);
                 delay = DELAY_MIN_US;
                 idle_looks = 0;
                 continue;
