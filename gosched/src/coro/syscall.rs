@@ -98,16 +98,12 @@ where
                 let r = f();
                 (r, t.elapsed())
             };
-            let (r, took) = if slow {
-                run_in_place_blocking(timed)
-            } else {
-                run_in_place(timed)
-            };
+            let (r, took) = run_in_place(timed, slow);
             record(site, took);
             return r;
         }
     }
-    run_in_place(f)
+    run_in_place(f, false)
 }
 
 /// One call in this many of a fast site is timed.
@@ -126,21 +122,17 @@ fn sample_this_call() -> bool {
     })
 }
 
-/// `run_in_place`, handing the P off before `f` (`in_place_blocking`).
-fn run_in_place_blocking<R>(f: impl FnOnce() -> R) -> R {
-    let r = in_place_blocking(f);
-    if lost_p_in_poll() && super::in_goroutine() {
-        super::yield_goroutine();
-    }
-    r
-}
-
-/// `in_place`, then Go's `exitsyscall` for a goroutine: if sysmon handed
-/// our P to another M while `f` blocked and no idle P was to be had, yield,
-/// so that the goroutine waits for a P (its M on the want-P list) instead of
-/// running beside the procs limit.
-fn run_in_place<R>(f: impl FnOnce() -> R) -> R {
-    let r = in_place(f);
+/// `in_place` (or `in_place_blocking`, which gives the P away first), then
+/// Go's `exitsyscall` for a goroutine: if sysmon handed our P to another M
+/// while `f` blocked and no idle P was to be had, yield, so that the
+/// goroutine waits for a P (its M on the want-P list) instead of running
+/// beside the procs limit.
+fn run_in_place<R>(f: impl FnOnce() -> R, blocking: bool) -> R {
+    let r = if blocking {
+        in_place_blocking(f)
+    } else {
+        in_place(f)
+    };
     if lost_p_in_poll() && super::in_goroutine() {
         super::yield_goroutine();
     }
@@ -185,7 +177,7 @@ fn record(site: &AtomicU32, took: Duration) {
 /// so `f` need not be `Send`, but while it blocks, the other goroutines homed
 /// on the calling M wait too.
 pub fn syscall_local<R>(f: impl FnOnce() -> R) -> R {
-    run_in_place(f)
+    run_in_place(f, false)
 }
 
 /// Where the pool thread leaves the result for the parked goroutine.

@@ -74,24 +74,12 @@ impl super::machine::MachineCtx {
     /// run, or `None` after giving the P away and parking (the caller loops).
     pub(super) fn find_locked(&self) -> Option<(super::task::Task, bool)> {
         let shared = &*self.shared;
-        if let Some(pi) = self.p.get() {
-            if shared.p_dying(pi) {
-                self.p.set(None);
-                if self.spinning.replace(false) {
-                    shared.spinning_end();
-                }
-                shared.destroy_p(pi);
-            }
-        }
         if self.has_homed_work() {
-            if self.p.get().is_none() {
+            let Some(pi) = self.p.get() else {
                 self.wait_for_p();
                 return None; // loop: with a P (or shutting down)
-            }
-            if self.spinning.replace(false) {
-                shared.spinning_end();
-            }
-            let pi = self.p.get().expect("checked above");
+            };
+            self.stop_spinning();
             let p = &shared.procs[pi];
             self.run_timers(p);
             if p.has_work() || (shared.global_len() > 0 && shared.idle_ps() == 0) {
@@ -100,9 +88,7 @@ impl super::machine::MachineCtx {
                 // this M may not run it, so the P goes to an M that may, and
                 // we queue for a P for our own (Go hands the P over whenever
                 // the locked G is not the one running).
-                self.p.set(None);
-                p.status.store(status::RETAKEN);
-                shared.handoffp(pi);
+                self.hand_off_own_p();
                 self.wait_for_p();
                 return None;
             }
@@ -110,19 +96,22 @@ impl super::machine::MachineCtx {
         }
         // Nothing of ours to run: the P goes to whoever should have it (Go's
         // `stoplockedm` → `handoffp`), and we wait for our goroutines.
-        if let Some(pi) = self.p.take() {
-            if self.spinning.replace(false) {
-                shared.spinning_end();
-            }
-            // We own it (RUNNING): nobody else may change that state.
-            shared.procs[pi].status.store(status::RETAKEN);
-            shared.handoffp(pi);
-        }
+        self.hand_off_own_p();
         super::preempt::clear(&self.m);
         self.m.parker.wait(|| {
             shared.shutdown.load(std::sync::atomic::Ordering::Acquire) || self.has_homed_work()
         });
         None
+    }
+
+    /// Give the P we hold (if any) to whoever should have it (`handoffp`).
+    fn hand_off_own_p(&self) {
+        if let Some(pi) = self.p.take() {
+            self.stop_spinning();
+            // We own it (RUNNING): nobody else may change that state.
+            self.shared.procs[pi].status.store(status::RETAKEN);
+            self.shared.handoffp(pi);
+        }
     }
 
     /// Whether this M is locked to one of its goroutines.

@@ -283,29 +283,7 @@ fn sysmon_retakes(rt: &Arc<Shared>, state: u8, stop: &AtomicBool) -> bool {
 /// runtime shuts down.
 #[test]
 fn retake_from_a_long_poll_hands_the_p_off() {
-    model(1, || {
-        let rt = runtime_with(1, 2);
-        let enter = EnterGuard::new(&rt);
-        let b_ran = Arc::new(AtomicBool::new(false));
-        let rt2 = rt.clone();
-        let d = b_ran.clone();
-        let a = spawn(&rt, async move {
-            let d2 = d.clone();
-            drop(spawn(&rt2, async move { d2.store(true, Release) }));
-            while !d.load(Acquire) {
-                thread::yield_now();
-            }
-        });
-        let stop = Arc::new(AtomicBool::new(false));
-        let (rt3, s3) = (rt.clone(), stop.clone());
-        let sysmon = thread::spawn(move || sysmon_retakes(&rt3, super::status::USER, &s3));
-        block_on_thread(a).unwrap();
-        stop.store(true, Release);
-        assert!(sysmon.join().unwrap(), "B ran without a retake on one P");
-        assert!(b_ran.load(Acquire));
-        drop(enter);
-        shutdown(rt);
-    });
+    model(1, || b_runs_only_through_a_retake(false));
 }
 
 /// One P. Task A readies B (`runnext`) and then blocks in a call made in
@@ -315,34 +293,48 @@ fn retake_from_a_long_poll_hands_the_p_off() {
 /// its poll P-less.
 #[test]
 fn retake_from_a_syscall_races_its_return() {
-    model(1, || {
-        let rt = runtime_with(1, 2);
-        let enter = EnterGuard::new(&rt);
-        let b_ran = Arc::new(AtomicBool::new(false));
-        let rt2 = rt.clone();
-        let d = b_ran.clone();
-        let a = spawn(&rt, async move {
-            let d2 = d.clone();
-            drop(spawn(&rt2, async move { d2.store(true, Release) }));
-            super::syscall::in_place(|| {
-                while !d.load(Acquire) {
-                    thread::yield_now();
-                }
-            });
-            // A runtime call after the syscall: takes the P back, or finds
-            // it gone (then it must not touch the P).
+    model(1, || b_runs_only_through_a_retake(true));
+}
+
+/// The two models above: on one P, task A spawns B into `runnext`, then
+/// waits for B in a poll that goes on (`in_syscall`: inside `in_place`,
+/// followed by a runtime call that must take the P back or find it gone).
+/// Only sysmon's retake (of USER, or of SYSCALL) can run B.
+fn b_runs_only_through_a_retake(in_syscall: bool) {
+    let rt = runtime_with(1, 2);
+    let enter = EnterGuard::new(&rt);
+    let b_ran = Arc::new(AtomicBool::new(false));
+    let rt2 = rt.clone();
+    let d = b_ran.clone();
+    let a = spawn(&rt, async move {
+        let d2 = d.clone();
+        drop(spawn(&rt2, async move { d2.store(true, Release) }));
+        let wait_for_b = || {
+            while !d.load(Acquire) {
+                thread::yield_now();
+            }
+        };
+        if in_syscall {
+            super::syscall::in_place(wait_for_b);
             drop(spawn(&rt2, async {}));
-        });
-        let stop = Arc::new(AtomicBool::new(false));
-        let (rt3, s3) = (rt.clone(), stop.clone());
-        let sysmon = thread::spawn(move || sysmon_retakes(&rt3, super::status::SYSCALL, &s3));
-        block_on_thread(a).unwrap();
-        stop.store(true, Release);
-        assert!(sysmon.join().unwrap(), "B ran without a retake on one P");
-        assert!(b_ran.load(Acquire));
-        drop(enter);
-        shutdown(rt);
+        } else {
+            wait_for_b();
+        }
     });
+    let state = if in_syscall {
+        super::status::SYSCALL
+    } else {
+        super::status::USER
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let (rt3, s3) = (rt.clone(), stop.clone());
+    let sysmon = thread::spawn(move || sysmon_retakes(&rt3, state, &s3));
+    block_on_thread(a).unwrap();
+    stop.store(true, Release);
+    assert!(sysmon.join().unwrap(), "B ran without a retake on one P");
+    assert!(b_ran.load(Acquire));
+    drop(enter);
+    shutdown(rt);
 }
 
 /// Two Ps. sysmon retakes P 0 from a poll that has nothing queued behind

@@ -492,7 +492,6 @@ impl MachineCtx {
         debug_assert!(task.home().is_none_or(|h| Arc::ptr_eq(h, &self.m)));
         self.pword.set(p.status.begin_poll());
         self.poll_seq.set(self.poll_seq.get().wrapping_add(1));
-        self.in_syscall.set(false);
         self.in_poll.set(true);
         self.running.set(Some(task.raw()));
         let polled = task.run();
@@ -581,6 +580,13 @@ impl MachineCtx {
                 self.cancel_homed();
                 return None;
             }
+            if let Some(pi) = self.p.get().filter(|&pi| shared.p_dying(pi)) {
+                // `set_procs` shrank below our P: give it up (`procresize.rs`).
+                self.p.set(None);
+                self.stop_spinning();
+                shared.destroy_p(pi);
+                continue 'top;
+            }
             if self.is_locked() {
                 // `lock_os_thread`: only our homed goroutines (`lockos.rs`).
                 match self.find_locked() {
@@ -602,15 +608,6 @@ impl MachineCtx {
                 }
                 continue 'top;
             };
-            if shared.p_dying(pi) {
-                // `set_procs` shrank below our P: give it up (`procresize.rs`).
-                self.p.set(None);
-                if self.spinning.replace(false) {
-                    shared.spinning_end();
-                }
-                shared.destroy_p(pi);
-                continue 'top;
-            }
             let p = self.proc(pi);
             p.set_owner(&self.m);
 
@@ -868,6 +865,11 @@ impl MachineCtx {
             let _s = lock(&self.shared.sched);
             self.proc(pi).status.store(status::IDLE);
         }
+        self.stop_spinning();
+    }
+
+    /// Stop spinning, if this M spins.
+    pub(super) fn stop_spinning(&self) {
         if self.spinning.replace(false) {
             self.shared.spinning_end();
         }

@@ -221,13 +221,16 @@ impl Processor {
         !self.runq.is_empty() || !self.runnext.load(Acquire).is_null()
     }
 
-    /// Shutdown: take every queued task (no M runs any more).
+    /// Take every queued task: at shutdown (no M runs any more), or by the
+    /// owner of a P that `set_procs` retires (`procresize.rs`).
     pub(crate) fn drain(&self) -> Vec<Task> {
         let mut out = Vec::new();
         if let Some(t) = self.steal_runnext(self.runnext.load(Acquire)) {
             out.push(t);
         }
-        // SAFETY: called after every M has exited, so this thread is the only owner.
+        // SAFETY: the caller owns the P (every M has exited, or it holds the
+        // P in RUNNING or RETAKEN): the ring's consumer side is ours;
+        // thieves may still take from it meanwhile.
         while let Some(p) = unsafe { self.runq.pop() } {
             // SAFETY: ring items are owned references.
             out.push(unsafe { Task::from_raw(p) });

@@ -102,16 +102,11 @@ impl Shared {
     /// The owner of dying P `pi` (RUNNING or RETAKEN), not holding the
     /// scheduler lock: move its queued Gs to the global queue and kill it.
     pub(crate) fn destroy_p(&self, pi: usize) {
-        let p = &self.procs[pi];
-        let mut moved = Vec::new();
-        if let Some(t) = p.steal_runnext(p.runnext.load(Acquire)) {
-            moved.push(t.into_raw());
-        }
-        // SAFETY: the caller owns `p` (RUNNING or RETAKEN): the ring's
-        // consumer side is ours (thieves may still take from it meanwhile).
-        while let Some(t) = unsafe { p.runq.pop() } {
-            moved.push(t);
-        }
+        let moved: Vec<_> = self.procs[pi]
+            .drain()
+            .into_iter()
+            .map(super::task::Task::into_raw)
+            .collect();
         let work = !moved.is_empty();
         if work {
             self.global_push_batch(moved);

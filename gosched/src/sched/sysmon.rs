@@ -310,13 +310,11 @@ impl Shared {
         for (pi, (p, rec)) in self.procs.iter().zip(recs.iter_mut()).enumerate() {
             let word = p.status.load_word();
             match state_of(word) {
-                st @ (status::SYSCALL | status::USER) if self.p_dying(pi) => {
-                    // `set_procs` shrank below it: take it now, to die.
-                    let _ = st;
-                    if p.status.retake(word) {
-                        look.acted = true;
-                        self.handoffp(pi);
-                    }
+                // `set_procs` shrank below it: take it now, to die (if the
+                // CAS fails, the P moved on; the next look sees it again).
+                status::SYSCALL | status::USER if self.p_dying(pi) && p.status.retake(word) => {
+                    look.acted = true;
+                    self.handoffp(pi);
                 }
                 status::SYSCALL => {
                     look.any_running = true;
