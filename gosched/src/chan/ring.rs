@@ -420,7 +420,32 @@ impl<T> Ring<T> {
 }
 
 impl<T> Drop for Ring<T> {
+    /// Drops the values left in place: moving each out (`pop`) would give
+    /// the drop glue of every channel a `T`-sized temporary on the stack —
+    /// 64 KiB for Go's largest element, on a goroutine's 256 KiB stack, in
+    /// whichever goroutine drops the last handle (it overflowed in release
+    /// builds).
     fn drop(&mut self) {
-        while self.pop().is_some() {}
+        if !mem::needs_drop::<T>() {
+            return;
+        }
+        if Self::ZST {
+            while self.pop().is_some() {} // (no bytes to copy)
+            return;
+        }
+        // `&mut self`: no push or pop is in progress, every slot from head
+        // to tail holds a value.
+        let len = self.len();
+        let mut pos = self.head.load(Relaxed);
+        for _ in 0..len {
+            let index = pos & (self.mark_bit - 1);
+            // SAFETY: slots from head on, `len` of them, hold initialised
+            // values that nobody else can reach any more; each is dropped
+            // once.
+            self.slots[index]
+                .value
+                .with_mut(|p| unsafe { (*p).assume_init_drop() });
+            pos = self.next(pos);
+        }
     }
 }

@@ -86,6 +86,40 @@ fn ring_drop_drops_buffered_values() {
     assert_eq!(drops.load(SeqCst), 3);
 }
 
+/// The ring drops what it holds in place, from head to tail, however the
+/// positions wrapped and whether or not it was closed (marked): full,
+/// partly full across the end of the slots, and empty.
+#[test]
+fn ring_drop_in_place_after_wrapping() {
+    for (pushed, popped, mark) in [(5, 2, false), (7, 4, true), (4, 0, true), (6, 6, false)] {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let r = Ring::new(4).unwrap();
+        let mut held = 0;
+        for _ in 0..pushed {
+            if r.is_full() {
+                drop(r.pop());
+                held -= 1;
+            }
+            assert!(r.push(Counted(drops.clone())).is_ok());
+            held += 1;
+        }
+        for _ in 0..popped.min(held) {
+            drop(r.pop());
+        }
+        let left = r.len();
+        if mark {
+            assert!(r.mark());
+        }
+        let before = drops.load(SeqCst);
+        drop(r);
+        assert_eq!(
+            drops.load(SeqCst) - before,
+            left,
+            "pushed {pushed}, popped {popped}, marked {mark}: each value left is dropped once"
+        );
+    }
+}
+
 #[test]
 fn ring_zero_sized_huge_capacity() {
     // A zero-sized T: no per-slot memory, any capacity up to isize::MAX.
