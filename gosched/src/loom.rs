@@ -66,9 +66,10 @@ pub(crate) mod cell {
 
 #[cfg(not(loom))]
 pub(crate) mod thread {
-    pub(crate) use std::thread::{
-        current, park, park_timeout, yield_now, Builder, JoinHandle, Thread,
-    };
+    // (On Linux the `Parker` sleeps on a futex, not on the thread parker.)
+    #[cfg(not(target_os = "linux"))]
+    pub(crate) use std::thread::{current, park, park_timeout, Thread};
+    pub(crate) use std::thread::{yield_now, Builder, JoinHandle};
 }
 
 #[cfg(loom)]

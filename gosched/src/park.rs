@@ -1,21 +1,162 @@
-//! Thread parking: a one-shot wake token on top of the OS thread parker (Go's
-//! `note`), used by idle Ms (`sched/machine.rs`), by plain threads blocked in
-//! `block_on` (`block_on_thread`, where the `Parker` is the waker), and by the
-//! mutex's thread waiters.
+//! Thread parking: a one-shot wake token on top of the OS (Go's `note`), used
+//! by idle Ms (`sched/machine.rs`), by plain threads blocked in `block_on`
+//! (`block_on_thread`, where the `Parker` is the waker), and by the mutex's
+//! thread waiters.
 //!
-//! `wake` publishes the token (Release) and unparks; `wait` consumes it (Acquire),
-//! so whatever the waker wrote before `wake` is visible after `wait` returns. A
-//! wake that comes before the wait is not lost: the token stays set, and the
-//! thread parker itself also remembers an early unpark. Spurious OS wake-ups are
-//! absorbed by the loop around the token.
+//! `wake` publishes the token (Release) and, if the owner sleeps, wakes it;
+//! taking the token is an Acquire, so whatever the waker wrote before `wake`
+//! is visible after a wait returns. A wake that comes before the wait is not
+//! lost: the token stays set. Spurious OS wake-ups are absorbed by the loops
+//! around the token.
+//!
+//! # Two backends
+//!
+//! - **Linux (futex).** One `AtomicU32`: `EMPTY`, `NOTIFIED` (the token) or
+//!   `PARKED` (the owner sleeps in `futex_wait` on the word). The parker is
+//!   bound to no thread: whichever thread owns it now may wait on it, so the
+//!   `Machine` of an M whose thread exited is reused by a later thread
+//!   (`machine.rs`, "Idle Ms exit"). `wake` swaps in `NOTIFIED` and calls
+//!   `futex_wake` only if it replaced `PARKED`; the sleeper goes
+//!   `EMPTY → PARKED` by CAS before it sleeps, and the kernel's check of the
+//!   word inside `futex_wait` closes the window between that CAS and the
+//!   sleep. One atomic RMW per wake of a running owner (std's thread parker
+//!   under a token flag costs two).
+//! - **Elsewhere, and under loom** (whose models cannot see a futex): a token
+//!   flag and the owner `Thread`'s own parker. That parker is bound once
+//!   (`bind`), so there a `Machine` is never reused and Ms do not exit.
 
 use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
 
+#[cfg(not(all(target_os = "linux", not(loom))))]
 use crate::loom::sync::atomic::{AtomicBool, Ordering::*};
-use crate::loom::thread::{self, Thread};
+use crate::loom::thread;
+#[cfg(not(all(target_os = "linux", not(loom))))]
+use crate::loom::thread::Thread;
 
+/// Whether a `Parker` may change owner thread (the futex backend): only then
+/// may idle Ms exit and their `Machine` be reused.
+pub(crate) const REBINDABLE: bool = cfg!(all(target_os = "linux", not(loom)));
+
+#[cfg(all(target_os = "linux", not(loom)))]
+pub(crate) struct Parker {
+    state: std::sync::atomic::AtomicU32,
+}
+
+#[cfg(all(target_os = "linux", not(loom)))]
+mod futex {
+    use std::sync::atomic::AtomicU32;
+    use std::time::Duration;
+
+    pub(super) const EMPTY: u32 = 0;
+    pub(super) const NOTIFIED: u32 = 1;
+    pub(super) const PARKED: u32 = 2;
+
+    /// Sleep while `*word == expected`, at most `timeout` (a wake, a signal
+    /// or a spurious return all just return: the caller re-checks).
+    pub(super) fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+        let ts = timeout.map(|d| libc::timespec {
+            tv_sec: d.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
+            tv_nsec: d.subsec_nanos() as libc::c_long,
+        });
+        let tsp = ts
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: `word` is a live, aligned u32 for the whole call; the
+        // timeout pointer is null or points at `ts`, alive until we return.
+        // FUTEX_WAIT only reads both.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                expected,
+                tsp,
+            );
+        }
+    }
+
+    /// Wake the one thread sleeping on `word`, if any.
+    pub(super) fn wake_one(word: &AtomicU32) {
+        // SAFETY: `word` is a live u32 (the waker holds the parker); a wake
+        // on an address nobody sleeps on does nothing.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                1,
+            );
+        }
+    }
+}
+
+#[cfg(all(target_os = "linux", not(loom)))]
+impl Parker {
+    /// A parker (owned by whichever thread waits on it).
+    pub(crate) fn new() -> Self {
+        Parker {
+            state: std::sync::atomic::AtomicU32::new(futex::EMPTY),
+        }
+    }
+
+    /// As `new` (the futex parker needs no owner thread up front).
+    pub(crate) fn unbound() -> Self {
+        Parker::new()
+    }
+
+    /// Nothing to do: the futex parker is bound to no thread.
+    pub(crate) fn bind(&self) {}
+
+    /// Any thread: wake the owner (idempotent until it consumes the token).
+    pub(crate) fn wake(&self) {
+        use std::sync::atomic::Ordering::Release;
+        let prev = self.state.swap(futex::NOTIFIED, Release);
+        if prev != futex::NOTIFIED {
+            PENDING_WAKES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        if prev == futex::PARKED {
+            futex::wake_one(&self.state);
+        }
+    }
+
+    /// Take the token (owner only): true if a wake was pending.
+    #[inline]
+    fn take(&self) -> bool {
+        use std::sync::atomic::Ordering::{Acquire, Relaxed};
+        let had = self
+            .state
+            .compare_exchange(futex::NOTIFIED, futex::EMPTY, Acquire, Relaxed)
+            .is_ok();
+        if had {
+            PENDING_WAKES.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        had
+    }
+
+    /// Owner only: sleep until a wake (left for `take`), a spurious return
+    /// or the timeout.
+    fn sleep(&self, timeout: Option<Duration>) {
+        use std::sync::atomic::Ordering::{Acquire, Relaxed};
+        if self
+            .state
+            .compare_exchange(futex::EMPTY, futex::PARKED, Acquire, Relaxed)
+            .is_err()
+        {
+            return; // NOTIFIED: the token is there to take
+        }
+        futex::wait(&self.state, futex::PARKED, timeout);
+        // Still PARKED: a timeout or a spurious return; a wake would have
+        // made it NOTIFIED (left for `take`).
+        let _ = self
+            .state
+            .compare_exchange(futex::PARKED, futex::EMPTY, Relaxed, Relaxed);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", not(loom))))]
 pub(crate) struct Parker {
     /// The owner thread; set at creation, or by `bind` for a parker made on
     /// behalf of a thread not started yet (an M: `newm`). A `wake` before the
@@ -24,6 +165,7 @@ pub(crate) struct Parker {
     token: AtomicBool,
 }
 
+#[cfg(not(all(target_os = "linux", not(loom))))]
 #[cfg_attr(loom, allow(dead_code))] // under loom only the models use it
 impl Parker {
     /// A parker for the calling thread.
@@ -69,17 +211,12 @@ impl Parker {
         had
     }
 
-    /// Owner only: block until woken (true), or until `stop()` says to give up
-    /// (false).
-    pub(crate) fn wait(&self, stop: impl Fn() -> bool) -> bool {
-        while !self.take() {
-            if stop() {
-                // A wake may have landed between the token check and `stop`.
-                return self.take();
-            }
-            thread::park();
+    /// Owner only: sleep until an unpark, a spurious return or the timeout.
+    fn sleep(&self, timeout: Option<Duration>) {
+        match timeout {
+            None => thread::park(),
+            Some(d) => thread::park_timeout(d),
         }
-        true
     }
 
     /// Wake the owner without a token (it re-checks its stop condition).
@@ -89,20 +226,50 @@ impl Parker {
             t.unpark();
         }
     }
+}
+
+#[cfg_attr(loom, allow(dead_code))]
+impl Parker {
+    /// Owner only: block until woken (true), or until `stop()` says to give up
+    /// (false).
+    pub(crate) fn wait(&self, stop: impl Fn() -> bool) -> bool {
+        while !self.take() {
+            if stop() {
+                // A wake may have landed between the token check and `stop`.
+                return self.take();
+            }
+            self.sleep(None);
+        }
+        true
+    }
+
+    /// Owner only: as `wait`, but give up (false) at `deadline` too.
+    pub(crate) fn wait_until(&self, stop: impl Fn() -> bool, deadline: Instant) -> bool {
+        while !self.take() {
+            if stop() {
+                return self.take();
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return self.take();
+            }
+            self.sleep(Some(deadline - now));
+        }
+        true
+    }
 
     /// Forget a pending wake. Only for an owner that knows nobody may still owe
     /// it one (see `try_sleep_on_timers`).
-    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn reset(&self) {
         let _ = self.take();
     }
 
     /// Owner only: block until woken or until `timeout` elapsed. True if woken.
-    pub(crate) fn wait_timeout(&self, timeout: std::time::Duration) -> bool {
+    pub(crate) fn wait_timeout(&self, timeout: Duration) -> bool {
         if self.take() {
             return true;
         }
-        thread::park_timeout(timeout);
+        self.sleep(Some(timeout));
         self.take()
     }
 
@@ -185,7 +352,7 @@ pub(crate) fn block_on_thread<F: Future>(fut: F) -> F::Output {
             } else {
                 #[cfg(not(loom))]
                 BLOCK_ON_PARKED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                thread::park();
+                parker.sleep(None);
                 #[cfg(not(loom))]
                 {
                     BLOCK_ON_PARKED.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);

@@ -147,13 +147,14 @@ fn threads_now() -> usize {
     std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count())
 }
 
-/// procs 2, goroutines free to move: 8 goroutines block 200 ms in place
-/// (`syscall_local`), and a counter goroutine (yielding every step) keeps
-/// counting while they block: sysmon hands their Ps to new Ms.
-#[test]
-fn counter_progresses_beside_blocking_syscalls() {
-    let _s = serial();
-    let rt = migrating(2);
+/// How long an idle M lives in the thread-count tests.
+const KEEP_ALIVE: Duration = Duration::from_millis(100);
+
+/// procs 2: 8 goroutines block 200 ms in place (`syscall_local`), and a
+/// counter goroutine (yielding every step) keeps counting while they block:
+/// sysmon hands their Ps to new Ms. Once the calls are over, the extra Ms
+/// exit (`thread_keep_alive`) and the thread count shrinks back.
+fn counter_beside_blocking_syscalls(rt: gosched::Runtime, in_place: bool) {
     let stop = Arc::new(AtomicBool::new(false));
     let count = Arc::new(AtomicU64::new(0));
     let (s, c) = (stop.clone(), count.clone());
@@ -174,11 +175,16 @@ fn counter_progresses_beside_blocking_syscalls() {
         .map(|_| {
             let (ic, f) = (in_call.clone(), finished.clone());
             rt.go(move || {
-                gosched::syscall_local(|| {
+                let call = || {
                     ic.fetch_add(1, SeqCst);
                     std::thread::sleep(Duration::from_millis(200));
                     f.fetch_add(1, SeqCst);
-                })
+                };
+                if in_place {
+                    gosched::syscall_local(call)
+                } else {
+                    gosched::syscall(call)
+                }
             })
         })
         .collect();
@@ -191,10 +197,12 @@ fn counter_progresses_beside_blocking_syscalls() {
     std::thread::sleep(Duration::from_millis(50));
     let c1 = count.load(Relaxed);
     let during_threads = threads_now();
+    let during_ms = rt.threads();
     // All 8 were inside their calls at once, the counter counting beside them.
     let done_early = finished.load(SeqCst);
     eprintln!(
-        "{} in calls; counter +{} in 50 ms; threads {before_threads} -> {during_threads}",
+        "{} in calls; counter +{} in 50 ms; threads {before_threads} -> {during_threads} \
+         ({during_ms} Ms)",
         in_call.load(SeqCst),
         c1 - c0
     );
@@ -215,8 +223,126 @@ fn counter_progresses_beside_blocking_syscalls() {
     for h in callers {
         rt.block_on(h).unwrap();
     }
+    // The calls are over: the Ms started for them go idle and exit after
+    // `KEEP_ALIVE`, down to one M per P, while the counter still counts.
+    let t = Instant::now();
+    while (rt.threads() > 2 || threads_now() > before_threads)
+        && t.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (after_ms, after_threads) = (rt.threads(), threads_now());
+    eprintln!(
+        "after the calls: {after_ms} Ms, threads {during_threads} -> {after_threads} in {:?}",
+        t.elapsed()
+    );
+    assert!(after_ms <= 2, "idle Ms did not exit: {after_ms} Ms live");
+    assert!(
+        after_threads <= before_threads,
+        "the thread count did not shrink back: {before_threads} before the calls, \
+         {during_threads} during, {after_threads} after"
+    );
+    let c2 = count.load(Relaxed);
+    while count.load(Relaxed) < c2 + 1000 {
+        std::thread::yield_now();
+    }
     stop.store(true, Relaxed);
     rt.block_on(counter).unwrap();
+}
+
+#[test]
+fn counter_progresses_beside_blocking_syscalls_migrating() {
+    let _s = serial();
+    // SAFETY: these goroutines touch no thread-local across a blocking call.
+    let rt = unsafe { gosched::Builder::new().procs(2).migrate_goroutines(true) }
+        .thread_keep_alive(Some(KEEP_ALIVE))
+        .build()
+        .unwrap();
+    counter_beside_blocking_syscalls(rt, true);
+}
+
+/// The same under the thread rule, with `syscall`: a caller alone on its M
+/// blocks in place, one sharing its M (with the counter) hands the call to
+/// the blocking pool. Ms whose goroutines ended exit, and so do idle pool
+/// threads.
+#[test]
+fn counter_progresses_beside_blocking_syscalls() {
+    let _s = serial();
+    let rt = gosched::Builder::new()
+        .procs(2)
+        .thread_keep_alive(Some(KEEP_ALIVE))
+        .build()
+        .unwrap();
+    counter_beside_blocking_syscalls(rt, false);
+}
+
+/// Ms exit and come back while goroutines are placed on them: with a
+/// keep-alive of 1 ms, idle Ms retire between rounds and their `Machine`s
+/// are reused by the next round's new threads, while a spawner holding more
+/// than `PLACE_MIN` goroutines sends new ones to other Ms (`adopt`, which a
+/// retired M refuses: the goroutine starts where it was spawned instead).
+/// Some goroutines block in place so that sysmon starts more Ms. Every
+/// goroutine runs once and the sums match: nothing is lost to an M that
+/// exited.
+#[test]
+fn ms_exit_and_return_under_churn() {
+    let _s = serial();
+    let rt = gosched::Builder::new()
+        .procs(2)
+        .thread_keep_alive(Some(Duration::from_millis(1)))
+        .build()
+        .unwrap();
+    const ROUNDS: u64 = 200;
+    const PER_ROUND: u64 = 300;
+    let mut max_ms = 0;
+    let mut min_ms = usize::MAX;
+    for round in 0..ROUNDS {
+        let sum = rt
+            .block_on(rt.go(move || {
+                let done = gosched::chan::<u64>(64);
+                let gate = gosched::chan::<()>(0);
+                let hs: Vec<_> = (0..PER_ROUND)
+                    .map(|i| {
+                        let (done, gate) = (done.clone(), gate.clone());
+                        gosched::go(move || {
+                            if i % 50 == 0 {
+                                gosched::syscall_local(|| {
+                                    std::thread::sleep(Duration::from_micros(300))
+                                });
+                            }
+                            if i % 3 == 0 {
+                                // Park until the spawner lets everyone go.
+                                let _ = gate.recv();
+                            }
+                            gosched::yield_now();
+                            done.send(round * PER_ROUND + i).unwrap();
+                        })
+                    })
+                    .collect();
+                gate.close().unwrap();
+                let mut sum = 0;
+                for _ in 0..PER_ROUND {
+                    sum += done.recv().unwrap();
+                }
+                for h in hs {
+                    h.join().unwrap();
+                }
+                sum
+            }))
+            .unwrap();
+        let want: u64 = (0..PER_ROUND).map(|i| round * PER_ROUND + i).sum();
+        assert_eq!(sum, want, "round {round}: a goroutine was lost");
+        max_ms = max_ms.max(rt.threads());
+        // Let the idle Ms retire before the next round (most rounds).
+        std::thread::sleep(Duration::from_millis(3));
+        min_ms = min_ms.min(rt.threads());
+    }
+    eprintln!("Ms live: at most {max_ms} after a round, at least {min_ms} between rounds");
+    assert!(
+        max_ms > 2,
+        "no round needed more than one M per P: {max_ms}"
+    );
+    assert!(min_ms <= 2, "idle Ms never exited between rounds: {min_ms}");
 }
 
 /// Go's `TestPingPongHog`, on 1 proc: two pairs of goroutines hand a token

@@ -17,7 +17,7 @@ use crate::sched::{task::JoinHandle, Shared};
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
-pub use crate::sched::config::DEFAULT_MAX_THREADS;
+pub use crate::sched::config::{DEFAULT_MAX_THREADS, DEFAULT_THREAD_KEEP_ALIVE};
 
 /// Configures and builds a [`Runtime`].
 ///
@@ -37,6 +37,7 @@ pub struct Builder {
     pin_goroutines: bool,
     sysmon: bool,
     deadlock_detection: bool,
+    thread_keep_alive: Option<Duration>,
 }
 
 impl Default for Builder {
@@ -57,6 +58,7 @@ impl Builder {
             pin_goroutines: false,
             sysmon: crate::sched::config::default_sysmon(),
             deadlock_detection: true,
+            thread_keep_alive: Some(DEFAULT_THREAD_KEEP_ALIVE),
         }
     }
 
@@ -155,6 +157,19 @@ impl Builder {
         self
     }
 
+    /// How long an idle M (OS thread) waits for work before it exits
+    /// (default [`DEFAULT_THREAD_KEEP_ALIVE`], 10 s): threads started for
+    /// goroutines blocked in [`syscall`](crate::syscall) go away once the
+    /// calls are over, so the thread count grows with blocked calls and
+    /// shrinks back. An M never exits while a goroutine that first ran on it
+    /// is alive (the thread rule keeps it there), nor below one M per P.
+    /// `None` keeps every M for the runtime's life, as Go does. (Linux: on
+    /// other systems Ms never exit.)
+    pub fn thread_keep_alive(mut self, keep: Option<Duration>) -> Self {
+        self.thread_keep_alive = keep;
+        self
+    }
+
     pub fn build(self) -> std::io::Result<Runtime> {
         let (procs, procs_set) = match self.procs {
             Some(n) => (n, true),
@@ -177,6 +192,7 @@ impl Builder {
                 migrate_goroutines: self.migrate_goroutines && !self.pin_goroutines,
                 sysmon: self.sysmon,
                 deadlock_detection: self.deadlock_detection,
+                thread_keep_alive: self.thread_keep_alive,
             }),
             stopped: false,
         })
@@ -279,6 +295,12 @@ impl Runtime {
     /// The number of live Ps.
     pub fn procs(&self) -> usize {
         self.shared.nprocs()
+    }
+
+    /// The number of OS threads running Ms now (started and not exited;
+    /// sysmon and the blocking pool's threads are not counted).
+    pub fn threads(&self) -> usize {
+        self.shared.nthreads.load(SeqCst)
     }
 
     /// Stop the runtime: wait up to `timeout` for its Ms to finish the polls they

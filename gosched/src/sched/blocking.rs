@@ -20,7 +20,7 @@
 //! * else the job waits in the queue for the next thread that finishes one.
 //!
 //! A waiting thread that wakes takes a claim if there is one and runs queued
-//! jobs until the queue is empty; one that times out (`KEEP_ALIVE` without a
+//! jobs until the queue is empty; one that times out (`keep_alive` without a
 //! claim) exits, so the pool shrinks back after a burst. Counting claims
 //! instead of trusting `notify_one` to find a distinct thread keeps two
 //! submits racing one waiter from leaving the second job queued behind a
@@ -40,8 +40,6 @@ pub(crate) type Job = Box<dyn FnOnce() + Send + 'static>;
 /// Most threads the pool runs at once; further jobs queue (tokio's default
 /// bound on blocking threads is the same).
 const MAX_THREADS: usize = 512;
-/// How long an idle pool thread waits for work before it exits.
-const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 pub(crate) struct BlockingPool {
     inner: Arc<Inner>,
@@ -51,6 +49,9 @@ struct Inner {
     state: Mutex<State>,
     work: Condvar,
     name: String,
+    /// How long an idle pool thread waits for work before it exits (the
+    /// runtime's `thread_keep_alive`; `None`: never).
+    keep_alive: Option<Duration>,
 }
 
 #[derive(Default)]
@@ -70,13 +71,15 @@ impl Inner {
 }
 
 impl BlockingPool {
-    /// A pool whose threads are named `<name>-blocking`.
-    pub(crate) fn new(name: &str) -> Self {
+    /// A pool whose threads are named `<name>-blocking` and exit after
+    /// `keep_alive` without work.
+    pub(crate) fn new(name: &str, keep_alive: Option<Duration>) -> Self {
         BlockingPool {
             inner: Arc::new(Inner {
                 state: Mutex::new(State::default()),
                 work: Condvar::new(),
                 name: format!("{name}-blocking"),
+                keep_alive,
             }),
         }
     }
@@ -146,7 +149,7 @@ impl BlockingPool {
 
 impl Inner {
     /// A pool thread: run `first`, then queued jobs; wait for more; exit after
-    /// `KEEP_ALIVE` without work or at shutdown.
+    /// `keep_alive` without work or at shutdown.
     fn run(&self, first: Option<Job>) {
         if let Some(job) = first {
             job();
@@ -165,7 +168,9 @@ impl Inner {
             st.waiting += 1;
             let (next, timeout) = self
                 .work
-                .wait_timeout_while(st, KEEP_ALIVE, |s| s.claims == 0 && !s.shutdown)
+                .wait_timeout_while(st, self.keep_alive.unwrap_or(Duration::MAX), |s| {
+                    s.claims == 0 && !s.shutdown
+                })
                 .unwrap_or_else(|e| e.into_inner());
             st = next;
             st.waiting -= 1;
@@ -235,7 +240,7 @@ mod tests {
     /// the second is not queued behind the first (the claim count).
     #[test]
     fn racing_submits_each_get_a_thread() {
-        let pool = BlockingPool::new("t");
+        let pool = BlockingPool::new("t", Some(Duration::from_secs(10)));
         let (tx, rx) = mpsc::channel();
         let t = tx.clone();
         pool.submit(Box::new(move || t.send(()).unwrap()));
@@ -260,7 +265,7 @@ mod tests {
     /// Many jobs from many threads all run; the pool never exceeds its bound.
     #[test]
     fn every_job_runs() {
-        let pool = Arc::new(BlockingPool::new("t"));
+        let pool = Arc::new(BlockingPool::new("t", Some(Duration::from_secs(10))));
         let (tx, rx) = mpsc::channel();
         let submitters: Vec<_> = (0..4)
             .map(|_| {

@@ -32,7 +32,14 @@ pub(crate) struct Config {
     pub(crate) sysmon: bool,
     /// Report "all goroutines are asleep" and exit (`checkdead.rs`).
     pub(crate) deadlock_detection: bool,
+    /// An M idle this long exits if more Ms live than Ps (`machine.rs`,
+    /// "Idle Ms exit"); `None`: Ms never exit (Go's behaviour).
+    pub(crate) thread_keep_alive: Option<std::time::Duration>,
 }
+
+/// How long an idle M waits for work before its thread exits (tokio's
+/// blocking pool keeps threads 10 s too).
+pub const DEFAULT_THREAD_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Config {
     /// The global runtime's configuration: `GOSCHED_MAXPROCS` Ps (else the
@@ -50,6 +57,7 @@ impl Config {
             migrate_goroutines: false,
             sysmon: default_sysmon(),
             deadlock_detection: true,
+            thread_keep_alive: Some(DEFAULT_THREAD_KEEP_ALIVE),
         }
     }
 }

@@ -55,6 +55,9 @@ pub(crate) struct IdleLists {
     /// thread rule"): `pidleput` hands them Ps before any P goes idle, so this
     /// list is non-empty only while no P is idle.
     pub(crate) want_p: Vec<Arc<Machine>>,
+    /// Ms whose thread exited (`machine.rs`, "Idle Ms exit"): `newm` gives
+    /// the next new thread one of these instead of a new `Machine`.
+    retired: Vec<Arc<Machine>>,
 }
 
 impl super::Sched {
@@ -72,6 +75,7 @@ impl IdleLists {
             ps: (0..procs).rev().collect(),
             ms: Vec::new(),
             want_p: Vec::new(),
+            retired: Vec::new(),
         }
     }
 }
@@ -232,10 +236,30 @@ impl Shared {
             self.release_p(p);
             return Err(task);
         };
-        m.adopt(task);
+        if m.adopt(task).is_err() {
+            // An M leaves the idle list before it retires, under the lock
+            // we popped it under.
+            unreachable!("an idle M had retired");
+        }
         self.procs[p].set_owner(&m);
         m.start(p, false);
         Ok(())
+    }
+
+    /// Put `m` back on the idle list (caller holds the lock: a retirement
+    /// that changed its mind).
+    pub(crate) fn midle_return(&self, s: &mut Sched, m: Arc<Machine>) {
+        s.idle.ms.push(m);
+    }
+
+    /// A retiring M's `Machine`, for a later `newm` (caller holds the lock).
+    pub(crate) fn retire_m(&self, s: &mut Sched, m: Arc<Machine>) {
+        s.idle.retired.push(m);
+    }
+
+    /// The `Machine` of a retired M, if any, for a new thread.
+    pub(crate) fn reuse_retired_m(&self) -> Option<Arc<Machine>> {
+        lock(&self.sched).idle.retired.pop()
     }
 
     /// Take `m` off the idle list; false if it is not there (`wakep` popped it:

@@ -54,6 +54,7 @@ fn runtime_with(procs: usize, max_threads: usize) -> Arc<Shared> {
         migrate_goroutines: false,
         sysmon: false,
         deadlock_detection: false,
+        thread_keep_alive: None,
     })
 }
 
@@ -370,5 +371,40 @@ fn hand_off_to_idle_races_an_m_parking() {
         sysmon.join().unwrap();
         drop(enter);
         shutdown(rt);
+    });
+}
+
+/// An M retiring ("Idle Ms exit", `machine.rs`) races a placement that
+/// adopts a goroutine onto it through a stale `Processor::owner`: either
+/// the goroutine lands in the inbox and the M stays (it has a goroutine
+/// homed now), or the M retires and the adoption is refused (the spawner
+/// starts it itself) — never a goroutine in the inbox of an M whose thread
+/// is gone.
+#[test]
+fn adopt_races_an_m_retiring() {
+    model(2, || {
+        let rt = runtime();
+        let m = Arc::new(super::machine::Machine::new());
+        let (task, handle) = super::task::new_task(async { 7 }, 1, true, rt.clone());
+        let m2 = m.clone();
+        let retirer = thread::spawn(move || m2.retire_if_unused());
+        let adopted = m.adopt(task);
+        let retired = retirer.join().unwrap();
+        assert_ne!(adopted.is_ok(), retired, "adopted by an M that retired");
+        match adopted {
+            Ok(()) => {
+                let queued = m.close_inbox();
+                assert_eq!(queued.len(), 1, "the adopted goroutine is in the inbox");
+                queued.into_iter().for_each(super::task::Task::shutdown);
+            }
+            Err(task) => task.shutdown(),
+        }
+        assert!(block_on_thread(handle).is_err(), "cancelled, never run");
+        assert_eq!(
+            m.homed.load(std::sync::atomic::Ordering::Relaxed),
+            0,
+            "the cancelled goroutine is no longer counted on the M"
+        );
+        drop(rt);
     });
 }

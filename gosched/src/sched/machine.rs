@@ -76,6 +76,23 @@
 //! (and wakes it if parked); work does not rebalance after the first run, so
 //! `go` places new goroutines as before (stolen while unstarted).
 //!
+//! # Idle Ms exit
+//!
+//! An M that waited on the idle list for `Config::thread_keep_alive` without
+//! being handed a P retires (`try_retire`), so the thread count that grew
+//! with blocked syscalls shrinks back — unless a goroutine is homed on it
+//! (only this thread may run it), or no more Ms live than Ps. Under the
+//! scheduler lock it leaves the idle list (if `wakep` popped it first, a P
+//! is coming: it stays); then, under its inbox lock, it checks that nothing
+//! is homed here or queued and marks the inbox retired. `adopt` homes a
+//! goroutine under the same lock and refuses a retired M, so either the
+//! adoption lands first (the M stays) or it is refused (the placing M starts
+//! the goroutine itself). The `Machine` goes on a free list; `newm` gives
+//! the next new thread a retired `Machine` before it makes one, so every
+//! `Processor::owner` pointer stays valid and `Shared::machines` is as long
+//! as the most Ms ever live at once. This needs a `Parker` bound to no
+//! thread (the futex backend, `park.rs`); elsewhere Ms never exit.
+//!
 //! # Retaken Ps
 //!
 //! The poll of a task runs with the P in USER (`begin_poll`; the M keeps the
@@ -142,6 +159,9 @@ struct Inbox {
     tasks: VecDeque<Task>,
     /// Set by teardown: a push cancels the task instead.
     closed: bool,
+    /// The M's thread exited ("Idle Ms exit"): `adopt` refuses new
+    /// goroutines until `newm` gives this `Machine` a thread again.
+    retired: bool,
 }
 
 impl Machine {
@@ -162,7 +182,7 @@ impl Machine {
     }
 
     /// An M for a thread about to be started (it binds the parker itself).
-    fn new() -> Machine {
+    pub(super) fn new() -> Machine {
         Machine {
             parker: Parker::unbound(),
             nextp: AtomicUsize::new(NO_P),
@@ -170,6 +190,7 @@ impl Machine {
             inbox: Mutex::new(Inbox {
                 tasks: VecDeque::new(),
                 closed: false,
+                retired: false,
             }),
             inbox_len: AtomicUsize::new(0),
             homed: std::sync::atomic::AtomicUsize::new(0),
@@ -202,10 +223,49 @@ impl Machine {
         task.set_home(self.clone());
     }
 
-    /// `home` a task on this M from another thread, and hand it over.
-    pub(crate) fn adopt(self: &Arc<Self>, task: Task) {
+    /// `home` a task on this M from another thread, and hand it over; `Err`
+    /// gives it back if the M has retired (its thread exited: "Idle Ms
+    /// exit"). Homing under the inbox lock is what makes `try_retire`'s
+    /// look at `homed` exact.
+    pub(crate) fn adopt(self: &Arc<Self>, task: Task) -> Result<(), Task> {
+        let mut inbox = lock(&self.inbox);
+        if inbox.retired {
+            return Err(task);
+        }
         self.home(&task);
-        self.push_remote(task);
+        if inbox.closed {
+            drop(inbox);
+            task.shutdown();
+            return Ok(());
+        }
+        inbox.tasks.push_back(task);
+        self.inbox_len.store(inbox.tasks.len(), SeqCst);
+        drop(inbox);
+        self.parker.wake();
+        Ok(())
+    }
+
+    /// The inbox half of `MachineCtx::try_retire`: from now on refuse
+    /// goroutines (`adopt`), unless one is homed here or waits in the inbox.
+    /// True if retired. Exact under the inbox lock, since `adopt` homes
+    /// under it.
+    pub(crate) fn retire_if_unused(&self) -> bool {
+        let mut inbox = lock(&self.inbox);
+        if self.homed.load(Relaxed) != 0 || !inbox.tasks.is_empty() {
+            return false;
+        }
+        inbox.retired = true;
+        true
+    }
+
+    /// `newm` gives a retired M a new thread: accept goroutines again.
+    fn revive(&self) {
+        let mut inbox = lock(&self.inbox);
+        debug_assert!(inbox.retired && inbox.tasks.is_empty());
+        debug_assert_eq!(self.nextp.load(Relaxed), NO_P);
+        inbox.retired = false;
+        // sysmon may have asked the old thread's last poll to yield.
+        self.preempt.store(false, Relaxed);
     }
 
     fn has_inbox(&self) -> bool {
@@ -248,6 +308,8 @@ pub(crate) struct MachineCtx {
     /// Goroutines homed here that hold `lock_os_thread` (`lockos.rs`): while
     /// non-zero this M runs only its homed goroutines.
     pub(crate) locked: Cell<u32>,
+    /// This M retired ("Idle Ms exit"): its thread leaves the schedule loop.
+    retired: Cell<bool>,
     /// Homed tasks readied on this M: the `runnext` of the thread rule, and
     /// the local FIFO behind it. Only this thread touches them.
     next: Cell<Option<Task>>,
@@ -288,18 +350,37 @@ pub(crate) fn newm(shared: Arc<Shared>, p: usize, spinning: bool) {
     shared.start_sysmon();
     *lock(&shared.live_ms) += 1;
     // The M exists before its thread, so that placement can send goroutines
-    // to it while the OS starts the thread (`place`).
-    let m = Arc::new(Machine::new());
-    lock(&shared.machines).push(m.clone());
+    // to it while the OS starts the thread (`place`). The `Machine` of a
+    // retired M is reused first ("Idle Ms exit"), so their number stays that
+    // of the most threads ever live at once.
+    let m = match shared.reuse_retired_m() {
+        Some(m) => {
+            m.revive();
+            m
+        }
+        None => {
+            let m = Arc::new(Machine::new());
+            lock(&shared.machines).push(m.clone());
+            m
+        }
+    };
     shared.procs[p]
         .owner
         .store(Arc::as_ptr(&m).cast_mut(), Release);
     let s2 = shared.clone();
+    let seq = shared.mseq.fetch_add(1, Relaxed);
     let res = thread::Builder::new()
-        .name(format!("{}-m{n}", shared.config.name))
+        .name(format!("{}-m{seq}", shared.config.name))
         .spawn(move || mstart(s2, m, p, spinning));
     match res {
-        Ok(h) => lock(&shared.threads).push(h),
+        Ok(h) => {
+            let mut threads = lock(&shared.threads);
+            // Handles of retired Ms' threads that have finished: dropping
+            // them detaches nothing.
+            #[cfg(not(loom))]
+            threads.retain(|h| !h.is_finished());
+            threads.push(h);
+        }
         Err(e) => {
             eprintln!("gosched: cannot start an M thread: {e}");
             *lock(&shared.live_ms) -= 1;
@@ -348,6 +429,7 @@ fn mstart(shared: Arc<Shared>, m: Arc<Machine>, p: usize, spinning: bool) {
         pword: Cell::new(0),
         running: Cell::new(None),
         locked: Cell::new(0),
+        retired: Cell::new(false),
         poll_seq: Cell::new(0),
         in_syscall: Cell::new(false),
         next: Cell::new(None),
@@ -356,7 +438,10 @@ fn mstart(shared: Arc<Shared>, m: Arc<Machine>, p: usize, spinning: bool) {
     // Uninstalled before `ctx` is dropped (declared after it).
     let _installed = context::install_machine(&ctx);
     ctx.schedule();
-    preempt::clear(&ctx.m);
+    if !ctx.retired.get() {
+        // (A retired M's `Machine` may already serve a new thread.)
+        preempt::clear(&ctx.m);
+    }
 }
 
 /// A thief's pause before taking a running victim's `runnext` (under loom, one
@@ -457,8 +542,11 @@ impl MachineCtx {
                         Arc::increment_strong_count(m);
                         Arc::from_raw(m)
                     };
-                    target.adopt(task);
-                    return None;
+                    match target.adopt(task) {
+                        Ok(()) => return None,
+                        // It retired a moment ago: start it here.
+                        Err(t) => task = t,
+                    }
                 }
             }
         }
@@ -579,6 +667,9 @@ impl MachineCtx {
                 self.drop_p_for_exit();
                 self.cancel_homed();
                 return None;
+            }
+            if self.retired.get() {
+                return None; // idle too long: this thread exits
             }
             if let Some(pi) = self.p.get().filter(|&pi| shared.p_dying(pi)) {
                 // `set_procs` shrank below our P: give it up (`procresize.rs`).
@@ -916,6 +1007,12 @@ impl MachineCtx {
         let shared = &*self.shared;
         // True once we are off the idle list (popped, or on the want-P list).
         let mut off_idle_list = false;
+        // An M idle on the list this long may exit ("Idle Ms exit").
+        let keep_alive = shared
+            .config
+            .thread_keep_alive
+            .filter(|_| crate::park::REBINDABLE);
+        let mut retire_at = keep_alive.map(super::timers::deadline_after);
         loop {
             if let Some((p, spinning)) = self.m.take_nextp() {
                 self.p.set(Some(p));
@@ -937,10 +1034,52 @@ impl MachineCtx {
                 }
                 continue;
             }
-            self.m.parker.wait(|| {
-                shared.shutdown.load(Acquire) || (!off_idle_list && self.has_homed_work())
-            });
+            let stop =
+                || shared.shutdown.load(Acquire) || (!off_idle_list && self.has_homed_work());
+            match retire_at {
+                Some(at) if !off_idle_list => {
+                    if !self.m.parker.wait_until(stop, at) && std::time::Instant::now() >= at {
+                        if self.try_retire() {
+                            return false;
+                        }
+                        retire_at = keep_alive.map(super::timers::deadline_after);
+                    }
+                }
+                _ => {
+                    self.m.parker.wait(stop);
+                }
+            }
         }
+    }
+
+    /// Idle on the list for `thread_keep_alive`: exit this thread if it is
+    /// not needed ("Idle Ms exit"). True if retired: the caller leaves the
+    /// schedule loop.
+    fn try_retire(&self) -> bool {
+        let shared = &*self.shared;
+        if self.m.homed.load(Relaxed) != 0 || self.is_locked() {
+            return false; // goroutines live here: they can only run on this thread
+        }
+        let mut s = lock(&shared.sched);
+        if shared.shutdown.load(Acquire) || shared.nthreads.load(Acquire) <= shared.nprocs() {
+            return false;
+        }
+        if !shared.leave_idle_ms(&mut s, &self.m) {
+            return false; // `wakep` popped us: a P is on its way
+        }
+        if !self.m.retire_if_unused() {
+            shared.midle_return(&mut s, self.m.clone());
+            return false;
+        }
+        // Nobody may wake us now (we are on no list, adoption is refused):
+        // a stale token would count as a pending wake-up for ever
+        // (`checkdead`), and a request would outlive its poll.
+        self.m.parker.reset();
+        preempt::clear(&self.m);
+        shared.nthreads.fetch_sub(1, AcqRel);
+        shared.retire_m(&mut s, self.m.clone());
+        self.retired.set(true);
+        true
     }
 
     /// P-less with homed goroutines to run: take an idle P, or join the want-P

@@ -143,11 +143,15 @@ pub(crate) struct Shared {
     /// until it is 0. Every M decrements it on exit (`mstart`).
     pub(crate) live_ms: Mutex<usize>,
     pub(crate) ms_exited: Condvar,
-    /// M threads started (for their names and the `max_threads` cap).
+    /// M threads live (started, not retired): the `max_threads` cap.
     pub(crate) nthreads: AtomicUsize,
+    /// M threads ever started (their names).
+    pub(crate) mseq: AtomicUsize,
     /// Join handles of the M threads, joined by `runtime::shutdown`.
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
-    /// Every M ever started (teardown drains their inboxes of homed tasks).
+    /// Every `Machine` ever made (teardown drains their inboxes of homed
+    /// tasks); retired ones are reused, so this is as long as the most Ms
+    /// ever live at once.
     pub(crate) machines: Mutex<Vec<Arc<Machine>>>,
     /// Ourselves, for the `Arc` a new M or a task needs.
     me: Weak<Shared>,
@@ -193,7 +197,7 @@ impl Shared {
                 pool
             },
             #[cfg(not(loom))]
-            blocking: blocking::BlockingPool::new(&config.name),
+            blocking: blocking::BlockingPool::new(&config.name, config.thread_keep_alive),
             global_timers: Timers::new(),
             sleeper_until: AtomicU64::new(0),
             sleeper: Mutex::new(None),
@@ -207,6 +211,7 @@ impl Shared {
             live_ms: Mutex::new(0),
             ms_exited: Condvar::new(),
             nthreads: AtomicUsize::new(0),
+            mseq: AtomicUsize::new(0),
             threads: Mutex::new(Vec::new()),
             machines: Mutex::new(Vec::new()),
             me: me.clone(),

@@ -43,7 +43,9 @@ pub(crate) struct Processor {
     pub(crate) eager: AtomicU32,
     /// The M that last ran a task on this P (written by that M; read by Ms
     /// placing new goroutines, `machine.rs` "The thread rule"). Points into
-    /// `Shared::machines`, which keeps every M alive for the runtime's life.
+    /// `Shared::machines`, which keeps every `Machine` alive for the
+    /// runtime's life (a retired M's is reused by a later thread: "Idle Ms
+    /// exit"), so it is always safe to read, if perhaps stale.
     pub(crate) owner: std::sync::atomic::AtomicPtr<super::machine::Machine>,
     /// Tasks spawned on this P (written by the owner only) and completed on it
     /// (any M that held it): `num_goroutine` is the difference of the sums.
