@@ -32,6 +32,43 @@ fn idle_runtime_uses_no_cpu() {
     );
 }
 
+/// An idle M that may not exit (no more Ms than Ps) waits for work without
+/// a deadline once its keep-alive ran out, even a keep-alive of zero: it
+/// does not wake up again and again to ask.
+#[test]
+fn idle_ms_that_may_not_exit_do_not_poll() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = gosched::Builder::new()
+        .procs(2)
+        .thread_keep_alive(Some(Duration::ZERO))
+        .sysmon(false)
+        .build()
+        .unwrap();
+    // Both Ps busy at once: two Ms.
+    let (a, b) = (gosched::chan::<()>(0), gosched::chan::<()>(0));
+    let (a2, b2) = (a.clone(), b.clone());
+    let h = rt.go(move || {
+        a2.send(()).unwrap();
+        b2.recv().unwrap();
+    });
+    rt.block_on(rt.go(move || {
+        a.recv().unwrap();
+        b.send(()).unwrap();
+    }))
+    .unwrap();
+    rt.block_on(h).unwrap();
+    let before = process_cpu();
+    let t = Instant::now();
+    std::thread::sleep(Duration::from_millis(300));
+    let cpu = process_cpu() - before;
+    assert!(
+        cpu < Duration::from_millis(60),
+        "idle Ms with a zero keep-alive burned {cpu:?} CPU in {:?} ({} Ms)",
+        t.elapsed(),
+        rt.threads()
+    );
+}
+
 fn process_cpu() -> Duration {
     let mut ts = libc_timespec();
     // SAFETY: valid pointer to a timespec.

@@ -163,8 +163,10 @@ impl Builder {
     /// calls are over, so the thread count grows with blocked calls and
     /// shrinks back. An M never exits while a goroutine that first ran on it
     /// is alive (the thread rule keeps it there), nor below one M per P.
-    /// `None` keeps every M for the runtime's life, as Go does. (Linux: on
-    /// other systems Ms never exit.)
+    /// The blocking pool's threads (see [`syscall`](crate::syscall)) exit
+    /// after the same time without work. `None` keeps every M and pool
+    /// thread for the runtime's life (Go keeps its Ms). (Ms exit on Linux
+    /// only: elsewhere they never do.)
     pub fn thread_keep_alive(mut self, keep: Option<Duration>) -> Self {
         self.thread_keep_alive = keep;
         self

@@ -81,6 +81,8 @@ impl super::machine::MachineCtx {
             };
             self.stop_spinning();
             let p = &shared.procs[pi];
+            // sysmon's requests and placement find the M of a P here.
+            p.set_owner(&self.m);
             self.run_timers(p);
             if p.has_work() || (shared.global_len() > 0 && shared.idle_ps() == 0) {
                 // Movable work waits on our P (a G our goroutine spawned or

@@ -258,14 +258,31 @@ impl Machine {
         true
     }
 
+    /// `newm` could not start this M's thread: refuse goroutines from now
+    /// on, and hand back the ones adopted so far (unstarted), no longer
+    /// homed here.
+    fn retire_unstarted(&self) -> Vec<Task> {
+        let mut inbox = lock(&self.inbox);
+        inbox.retired = true;
+        self.inbox_len.store(0, SeqCst);
+        let tasks: Vec<Task> = inbox.tasks.drain(..).collect();
+        drop(inbox);
+        for t in &tasks {
+            t.unhome();
+        }
+        tasks
+    }
+
     /// `newm` gives a retired M a new thread: accept goroutines again.
     fn revive(&self) {
         let mut inbox = lock(&self.inbox);
         debug_assert!(inbox.retired && inbox.tasks.is_empty());
         debug_assert_eq!(self.nextp.load(Relaxed), NO_P);
         inbox.retired = false;
-        // sysmon may have asked the old thread's last poll to yield.
-        self.preempt.store(false, Relaxed);
+        drop(inbox);
+        // A request sysmon made through a stale `Processor::owner` (it
+        // counts in `preempt::REQUESTS` until cleared).
+        preempt::clear(self);
     }
 
     fn has_inbox(&self) -> bool {
@@ -308,8 +325,9 @@ pub(crate) struct MachineCtx {
     /// Goroutines homed here that hold `lock_os_thread` (`lockos.rs`): while
     /// non-zero this M runs only its homed goroutines.
     pub(crate) locked: Cell<u32>,
-    /// This M retired ("Idle Ms exit"): its thread leaves the schedule loop.
-    retired: Cell<bool>,
+    /// This M retired ("Idle Ms exit"): its thread leaves the schedule loop
+    /// (shared with its `ExitGuard`).
+    retired: std::rc::Rc<Cell<bool>>,
     /// Homed tasks readied on this M: the `runnext` of the thread rule, and
     /// the local FIFO behind it. Only this thread touches them.
     next: Cell<Option<Task>>,
@@ -369,6 +387,7 @@ pub(crate) fn newm(shared: Arc<Shared>, p: usize, spinning: bool) {
         .store(Arc::as_ptr(&m).cast_mut(), Release);
     let s2 = shared.clone();
     let seq = shared.mseq.fetch_add(1, Relaxed);
+    let kept = m.clone();
     let res = thread::Builder::new()
         .name(format!("{}-m{seq}", shared.config.name))
         .spawn(move || mstart(s2, m, p, spinning));
@@ -384,6 +403,13 @@ pub(crate) fn newm(shared: Arc<Shared>, p: usize, spinning: bool) {
         Err(e) => {
             eprintln!("gosched: cannot start an M thread: {e}");
             *lock(&shared.live_ms) -= 1;
+            // The `Machine` never got its thread: retire it, and send the
+            // goroutines placement adopted onto it meanwhile (unstarted) to
+            // the global queue, for another M to start.
+            for t in kept.retire_unstarted() {
+                shared.global_push(t);
+            }
+            shared.retire_m(&mut lock(&shared.sched), kept);
             giveback(&shared);
         }
     }
@@ -404,18 +430,30 @@ fn fatal_thread_exhaustion(max: usize) -> ! {
 }
 
 /// Counts an M's exit however its thread ends (a panic that escapes the
-/// schedule loop included), so that shutdown never waits for a dead M.
-struct ExitGuard(Arc<Shared>);
+/// schedule loop included), so that shutdown never waits for a dead M and
+/// `nthreads` stays the count of live Ms (a retired M was taken off it
+/// already, under the scheduler lock: `retired`, shared with its context).
+struct ExitGuard {
+    shared: Arc<Shared>,
+    retired: std::rc::Rc<Cell<bool>>,
+}
 
 impl Drop for ExitGuard {
     fn drop(&mut self) {
-        *lock(&self.0.live_ms) -= 1;
-        self.0.ms_exited.notify_all();
+        if !self.retired.get() {
+            self.shared.nthreads.fetch_sub(1, AcqRel);
+        }
+        *lock(&self.shared.live_ms) -= 1;
+        self.shared.ms_exited.notify_all();
     }
 }
 
 fn mstart(shared: Arc<Shared>, m: Arc<Machine>, p: usize, spinning: bool) {
-    let _exit = ExitGuard(shared.clone());
+    let retired = std::rc::Rc::new(Cell::new(false));
+    let _exit = ExitGuard {
+        shared: shared.clone(),
+        retired: retired.clone(),
+    };
     m.parker.bind();
     #[cfg(not(loom))]
     crate::stack::overflow::ensure_thread_altstack();
@@ -429,7 +467,7 @@ fn mstart(shared: Arc<Shared>, m: Arc<Machine>, p: usize, spinning: bool) {
         pword: Cell::new(0),
         running: Cell::new(None),
         locked: Cell::new(0),
-        retired: Cell::new(false),
+        retired,
         poll_seq: Cell::new(0),
         in_syscall: Cell::new(false),
         next: Cell::new(None),
@@ -481,10 +519,13 @@ impl MachineCtx {
     /// is crowded — it holds at least `PLACE_MIN` homed goroutines, or one of
     /// them waits to run (two CPU-bound goroutines homed together could never
     /// run in parallel) — then an idle M is started there with it, or it goes
-    /// to the global queue for a new M; or unless this M holds at least
-    /// `PLACE_MIN` and over 11/10 of the average of the Ms holding a P (then it is
-    /// homed on the least loaded of them and pushed to its inbox: it starts
-    /// there). Returns the task if it runs here.
+    /// to the global queue for a new M; unless, with no P idle, one of our
+    /// homed goroutines waits to run: then it goes to the global queue once
+    /// (`Task::bounce`), for a spinning M or another P's M to start; or
+    /// unless this M holds at least `PLACE_MIN` and over 11/10 of the average
+    /// of the Ms holding a P (then it is homed on the least loaded of them
+    /// and pushed to its inbox: it starts there). Returns the task if it
+    /// runs here.
     fn place(&self, task: Task) -> Option<Task> {
         if !task.pinned() || task.home().is_some() {
             return Some(task);
@@ -509,11 +550,15 @@ impl MachineCtx {
                 }
                 Err(t) => task = t,
             }
-        } else if crowded && mine < PLACE_MIN && self.shared.spinning_ms() > 0 {
-            // No P idle, but an M is spinning for work (a `wakep` for this
-            // very goroutine, most often): leave it to that M through the
-            // global queue. If the spinner finds other work first, this M
-            // takes it back later and starts it here.
+        } else if crowded && mine < PLACE_MIN && self.shared.nprocs() > 1 && !task.bounce() {
+            // No P idle. A homed goroutine of ours waits to run, so this one
+            // would take turns with it on one thread: leave it, once, to
+            // another M through the global queue — a spinning M (a `wakep`
+            // for this very goroutine, most often), or the M of another P at
+            // its next schedule (sysmon hands that P off if its M is stuck
+            // in one poll and the global queue waits). Two CPU-bound
+            // goroutines spawned together then run in parallel. If it comes
+            // back here (the 61st-tick fairness pick), it starts here.
             self.shared.global_push(task);
             return None;
         }
@@ -663,13 +708,16 @@ impl MachineCtx {
     fn find_runnable(&self) -> Option<(Task, bool)> {
         let shared = &*self.shared;
         'top: loop {
+            if self.retired.get() {
+                // Idle too long: this thread exits. Checked before shutdown:
+                // our `Machine` may already serve a new thread, whose
+                // goroutines only that thread may cancel.
+                return None;
+            }
             if shared.shutdown.load(Acquire) {
                 self.drop_p_for_exit();
                 self.cancel_homed();
                 return None;
-            }
-            if self.retired.get() {
-                return None; // idle too long: this thread exits
             }
             if let Some(pi) = self.p.get().filter(|&pi| shared.p_dying(pi)) {
                 // `set_procs` shrank below our P: give it up (`procresize.rs`).
@@ -1042,7 +1090,10 @@ impl MachineCtx {
                         if self.try_retire() {
                             return false;
                         }
-                        retire_at = keep_alive.map(super::timers::deadline_after);
+                        // Needed (goroutines homed here, or no more Ms than
+                        // Ps): wait for work without a deadline; the next
+                        // time we park idle, a new one starts.
+                        retire_at = None;
                     }
                 }
                 _ => {

@@ -98,6 +98,10 @@ pub(crate) struct Header {
     /// happens-before the read through the state word (the poll's
     /// `transition_to_idle` and the waker's transition).
     home: UnsafeCell<Option<Arc<Machine>>>,
+    /// Placement sent this unstarted goroutine away once already (`place`
+    /// in `machine.rs`): the next M to take it starts it. Same access rule
+    /// as `home` (the run-queue reference's holder, before the first run).
+    bounced: UnsafeCell<bool>,
 }
 
 impl Header {
@@ -236,6 +240,28 @@ impl Task {
         self.header().home.with_mut(|h| unsafe { *h = Some(m) });
     }
 
+    /// Undo `set_home` of a goroutine that has not run (its M's thread
+    /// could not be started), and uncount it there.
+    pub(crate) fn unhome(&self) {
+        // SAFETY: as `set_home`: we hold the run-queue reference of a task
+        // that has not run.
+        let m = self.header().home.with_mut(|h| unsafe { (*h).take() });
+        if let Some(m) = m {
+            m.homed.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Mark an unstarted goroutine as sent away by placement; true if it
+    /// had been already (then it should start where it is).
+    #[inline]
+    pub(crate) fn bounce(&self) -> bool {
+        // SAFETY: as `set_home`: we hold the run-queue reference of a task
+        // that has not run, so nobody else touches its queueing fields.
+        self.header()
+            .bounced
+            .with_mut(|b| unsafe { std::mem::replace(&mut *b, true) })
+    }
+
     /// The task pointer, without giving up the reference.
     pub(crate) fn raw(&self) -> NonNull<Header> {
         self.0
@@ -324,6 +350,7 @@ where
             join_waker: UnsafeCell::new(None),
             pinned,
             home: UnsafeCell::new(None),
+            bounced: UnsafeCell::new(false),
         },
         scheduler,
         stage: UnsafeCell::new(Stage::Running(future)),
