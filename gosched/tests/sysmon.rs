@@ -276,6 +276,69 @@ fn counter_progresses_beside_blocking_syscalls() {
     counter_beside_blocking_syscalls(rt, false);
 }
 
+/// Under the thread rule, two CPU-bound goroutines spawned together beside
+/// goroutines that loop on blocking calls (W10's shape) start on different
+/// Ms, so they run in parallel: a crowded M sends the second one back to
+/// the global queue for the other P's M (`place`, `MAX_BOUNCES`) instead of
+/// starting it beside the first, where they would share one thread for
+/// good. Before, they shared an M in about 3 runs of 4.
+#[test]
+fn cpu_bound_goroutines_spawned_together_get_their_own_ms() {
+    let _s = serial();
+    const TRIES: usize = 10;
+    let mut apart = 0;
+    for _ in 0..TRIES {
+        let rt = gosched::Builder::new().procs(2).build().unwrap();
+        rt.block_on(rt.go(|| {})).unwrap(); // an M exists, as in W10
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut callers = Vec::new();
+        for _ in 0..4 {
+            let s = stop.clone();
+            callers.push(rt.go(move || {
+                while !s.load(Relaxed) {
+                    gosched::syscall(|| std::thread::sleep(Duration::from_millis(50)));
+                }
+            }));
+        }
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let s = stop.clone();
+                rt.go(move || {
+                    let me = std::thread::current().id();
+                    while !s.load(Relaxed) {
+                        // 20 µs of work (by the clock, so that a debug
+                        // build's slices are as short), then a yield.
+                        let t = Instant::now();
+                        while t.elapsed() < Duration::from_micros(20) {
+                            std::hint::spin_loop();
+                        }
+                        gosched::yield_now();
+                    }
+                    me
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(100));
+        stop.store(true, Relaxed);
+        let ids: Vec<_> = workers
+            .into_iter()
+            .map(|h| rt.block_on(h).unwrap())
+            .collect();
+        for h in callers {
+            rt.block_on(h).unwrap();
+        }
+        if ids[0] != ids[1] {
+            apart += 1;
+        }
+    }
+    eprintln!("the two workers ran on different Ms in {apart} of {TRIES} runs");
+    assert!(
+        apart >= TRIES - 2,
+        "two CPU-bound goroutines shared one M in {} of {TRIES} runs",
+        TRIES - apart
+    );
+}
+
 /// Ms exit and come back while goroutines are placed on them: with a
 /// keep-alive of 1 ms, idle Ms retire between rounds and their `Machine`s
 /// are reused by the next round's new threads, while a spawner holding more

@@ -132,6 +132,11 @@ const RUNNEXT_STEAL_DELAY: Duration = Duration::from_micros(3);
 const NO_P: usize = usize::MAX;
 /// An M places new goroutines on other Ms only once it holds this many.
 const PLACE_MIN: usize = 32;
+/// How many times a crowded M sends a new goroutine back to the global
+/// queue for another M to start (`place`). It gets it back at its 61st
+/// schedule tick at the soonest, so 8 gives another M 488 time slices
+/// (about 10 ms of 20 µs slices: sysmon's hand-off horizon) to take it.
+const MAX_BOUNCES: u8 = 8;
 /// How long an M whose homed goroutines are all blocked keeps its P and
 /// watches its inbox before parking, while another P is busy (`homed_spin`).
 /// Waking a parked M costs a futex wake and a thread switch (~5 µs here);
@@ -325,6 +330,10 @@ pub(crate) struct MachineCtx {
     /// Goroutines homed here that hold `lock_os_thread` (`lockos.rs`): while
     /// non-zero this M runs only its homed goroutines.
     pub(crate) locked: Cell<u32>,
+    /// The schedule tick at which `place` last sent a goroutine back to the
+    /// global queue: the 61st-tick fairness pick does not take it again in
+    /// the same tick.
+    bounce_tick: Cell<u32>,
     /// This M retired ("Idle Ms exit"): its thread leaves the schedule loop
     /// (shared with its `ExitGuard`).
     retired: std::rc::Rc<Cell<bool>>,
@@ -468,6 +477,7 @@ fn mstart(shared: Arc<Shared>, m: Arc<Machine>, p: usize, spinning: bool) {
         running: Cell::new(None),
         locked: Cell::new(0),
         retired,
+        bounce_tick: Cell::new(u32::MAX),
         poll_seq: Cell::new(0),
         in_syscall: Cell::new(false),
         next: Cell::new(None),
@@ -520,8 +530,9 @@ impl MachineCtx {
     /// them waits to run (two CPU-bound goroutines homed together could never
     /// run in parallel) — then an idle M is started there with it, or it goes
     /// to the global queue for a new M; unless, with no P idle, one of our
-    /// homed goroutines waits to run: then it goes to the global queue once
-    /// (`Task::bounce`), for a spinning M or another P's M to start; or
+    /// homed goroutines waits to run: then it goes to the global queue (up
+    /// to `MAX_BOUNCES` times: `Task::bounce`), for a spinning M or another
+    /// P's M to start; or
     /// unless this M holds at least `PLACE_MIN` and over 11/10 of the average
     /// of the Ms holding a P (then it is homed on the least loaded of them
     /// and pushed to its inbox: it starts there). Returns the task if it
@@ -550,15 +561,24 @@ impl MachineCtx {
                 }
                 Err(t) => task = t,
             }
-        } else if crowded && mine < PLACE_MIN && self.shared.nprocs() > 1 && !task.bounce() {
+        } else if crowded
+            && mine < PLACE_MIN
+            && self.shared.nprocs() > 1
+            && task.bounce(MAX_BOUNCES)
+        {
             // No P idle. A homed goroutine of ours waits to run, so this one
-            // would take turns with it on one thread: leave it, once, to
-            // another M through the global queue — a spinning M (a `wakep`
-            // for this very goroutine, most often), or the M of another P at
-            // its next schedule (sysmon hands that P off if its M is stuck
-            // in one poll and the global queue waits). Two CPU-bound
-            // goroutines spawned together then run in parallel. If it comes
-            // back here (the 61st-tick fairness pick), it starts here.
+            // would take turns with it on one thread: leave it to another M
+            // through the global queue — a spinning M (a `wakep` for this
+            // very goroutine, most often), or the M of another P at its
+            // next schedule (a new M that sysmon just handed a P to may take
+            // milliseconds to get a CPU; sysmon hands a P off if its M is
+            // stuck in one poll while the global queue waits). Two CPU-bound
+            // goroutines spawned together then run in parallel. We take it
+            // back at our 61st-tick fairness pick at the soonest; after
+            // `MAX_BOUNCES` such returns it starts here.
+            if let Some(pi) = self.p.get() {
+                self.bounce_tick.set(self.proc(pi).schedtick.load(Relaxed));
+            }
             self.shared.global_push(task);
             return None;
         }
@@ -753,8 +773,14 @@ impl MachineCtx {
             // 1. Due timers of this P and the global (P-less) heap.
             self.run_timers(p);
 
-            // 2. Fairness: every 61st tick, one G from the global queue first.
-            if p.schedtick.load(Relaxed) % GLOBAL_FAIRNESS_TICK == 0 && shared.global_len() > 0 {
+            // 2. Fairness: every 61st tick, one G from the global queue first
+            // (once per tick: not again in the same tick after `place` sent
+            // the G it took back to the global queue).
+            let tick = p.schedtick.load(Relaxed);
+            if tick % GLOBAL_FAIRNESS_TICK == 0
+                && tick != self.bounce_tick.get()
+                && shared.global_len() > 0
+            {
                 if let Some(t) = shared.globrunqget(p, 1) {
                     return Some((t, false));
                 }

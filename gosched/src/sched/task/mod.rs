@@ -98,10 +98,11 @@ pub(crate) struct Header {
     /// happens-before the read through the state word (the poll's
     /// `transition_to_idle` and the waker's transition).
     home: UnsafeCell<Option<Arc<Machine>>>,
-    /// Placement sent this unstarted goroutine away once already (`place`
-    /// in `machine.rs`): the next M to take it starts it. Same access rule
-    /// as `home` (the run-queue reference's holder, before the first run).
-    bounced: UnsafeCell<bool>,
+    /// How many times placement sent this unstarted goroutine away
+    /// (`place` in `machine.rs`); past `MAX_BOUNCES` the next M to take it
+    /// starts it. Same access rule as `home` (the run-queue reference's
+    /// holder, before the first run).
+    bounced: UnsafeCell<u8>,
 }
 
 impl Header {
@@ -251,15 +252,20 @@ impl Task {
         }
     }
 
-    /// Mark an unstarted goroutine as sent away by placement; true if it
-    /// had been already (then it should start where it is).
+    /// Count one more time placement sends this unstarted goroutine away;
+    /// false once it was sent away `max` times (then it should start where
+    /// it is).
     #[inline]
-    pub(crate) fn bounce(&self) -> bool {
+    pub(crate) fn bounce(&self, max: u8) -> bool {
         // SAFETY: as `set_home`: we hold the run-queue reference of a task
         // that has not run, so nobody else touches its queueing fields.
-        self.header()
-            .bounced
-            .with_mut(|b| unsafe { std::mem::replace(&mut *b, true) })
+        self.header().bounced.with_mut(|b| unsafe {
+            if *b >= max {
+                return false;
+            }
+            *b += 1;
+            true
+        })
     }
 
     /// The task pointer, without giving up the reference.
@@ -350,7 +356,7 @@ where
             join_waker: UnsafeCell::new(None),
             pinned,
             home: UnsafeCell::new(None),
-            bounced: UnsafeCell::new(false),
+            bounced: UnsafeCell::new(0),
         },
         scheduler,
         stage: UnsafeCell::new(Stage::Running(future)),
