@@ -278,10 +278,10 @@ fn counter_progresses_beside_blocking_syscalls() {
 
 /// Under the thread rule, two CPU-bound goroutines spawned together beside
 /// goroutines that loop on blocking calls (W10's shape) start on different
-/// Ms, so they run in parallel: a crowded M sends the second one back to
-/// the global queue for the other P's M (`place`, `MAX_BOUNCES`) instead of
-/// starting it beside the first, where they would share one thread for
-/// good. Before, they shared an M in about 3 runs of 4.
+/// Ms, so they run in parallel: a crowded M starts the second one on the
+/// other P's M when that M holds fewer goroutines (`place`) instead of
+/// beside the first, where they would share one thread for good. Before,
+/// they shared an M in 6 or 7 runs of 10.
 #[test]
 fn cpu_bound_goroutines_spawned_together_get_their_own_ms() {
     let _s = serial();

@@ -132,10 +132,9 @@ const RUNNEXT_STEAL_DELAY: Duration = Duration::from_micros(3);
 const NO_P: usize = usize::MAX;
 /// An M places new goroutines on other Ms only once it holds this many.
 const PLACE_MIN: usize = 32;
-/// How many times a crowded M sends a new goroutine back to the global
-/// queue for another M to start (`place`). It gets it back at its 61st
-/// schedule tick at the soonest, so 8 gives another M 488 time slices
-/// (about 10 ms of 20 µs slices: sysmon's hand-off horizon) to take it.
+/// How many times a crowded M sends a new goroutine to the global queue for
+/// a spinning M to start (`place`). It may take it back at its 61st
+/// schedule tick at the soonest, so 8 gives the spinner 488 time slices.
 const MAX_BOUNCES: u8 = 8;
 /// How long an M whose homed goroutines are all blocked keeps its P and
 /// watches its inbox before parking, while another P is busy (`homed_spin`).
@@ -301,6 +300,16 @@ impl Machine {
         self.inbox_len.store(0, SeqCst);
         inbox.tasks.drain(..).collect()
     }
+}
+
+/// What `MachineCtx::other_ms_homed` found.
+struct OtherMs {
+    /// The least loaded other M, and its homed goroutines.
+    best: *const Machine,
+    least: usize,
+    /// Homed goroutines over all other Ms holding a P, and how many Ms.
+    total: usize,
+    ms: usize,
 }
 
 /// The calling M's per-thread context.
@@ -530,10 +539,10 @@ impl MachineCtx {
     /// them waits to run (two CPU-bound goroutines homed together could never
     /// run in parallel) — then an idle M is started there with it, or it goes
     /// to the global queue for a new M; unless, with no P idle, one of our
-    /// homed goroutines waits to run: then it goes to the global queue (up
-    /// to `MAX_BOUNCES` times: `Task::bounce`), for a spinning M or another
-    /// P's M to start; or
-    /// unless this M holds at least `PLACE_MIN` and over 11/10 of the average
+    /// homed goroutines waits to run: then it starts on the M of another P
+    /// that holds fewer goroutines (its inbox), else goes to the global
+    /// queue for a spinning M (up to `MAX_BOUNCES` times: `Task::bounce`);
+    /// or unless this M holds at least `PLACE_MIN` and over 11/10 of the average
     /// of the Ms holding a P (then it is homed on the least loaded of them
     /// and pushed to its inbox: it starts there). Returns the task if it
     /// runs here.
@@ -541,7 +550,6 @@ impl MachineCtx {
         if !task.pinned() || task.home().is_some() {
             return Some(task);
         }
-        let me: *const Machine = Arc::as_ptr(&self.m);
         let mine = self.m.homed.load(Relaxed);
         let mut task = task;
         // A homed goroutine of ours waits to run (it yielded, or was woken
@@ -561,44 +569,43 @@ impl MachineCtx {
                 }
                 Err(t) => task = t,
             }
-        } else if crowded
-            && mine < PLACE_MIN
-            && self.shared.nprocs() > 1
-            && task.bounce(MAX_BOUNCES)
-        {
+        } else if crowded && mine < PLACE_MIN && self.shared.nprocs() > 1 {
             // No P idle. A homed goroutine of ours waits to run, so this one
-            // would take turns with it on one thread: leave it to another M
-            // through the global queue — a spinning M (a `wakep` for this
-            // very goroutine, most often), or the M of another P at its
-            // next schedule (a new M that sysmon just handed a P to may take
-            // milliseconds to get a CPU; sysmon hands a P off if its M is
-            // stuck in one poll while the global queue waits). Two CPU-bound
-            // goroutines spawned together then run in parallel. We take it
-            // back at our 61st-tick fairness pick at the soonest; after
-            // `MAX_BOUNCES` such returns it starts here.
-            if let Some(pi) = self.p.get() {
-                self.bounce_tick.set(self.proc(pi).schedtick.load(Relaxed));
+            // would take turns with it on one thread for good. If the M of
+            // another P holds fewer goroutines than we do, it starts there
+            // (its inbox): two CPU-bound goroutines spawned together run in
+            // parallel, and W4's four yielders end up two and two. (Sending
+            // them through the global queue instead left the split to
+            // chance, and where a goroutine starts is for good: 3:1 splits,
+            // 2x slower, in 4 runs of 9.) Else, if an M spins, through the
+            // global queue for it (a `wakep` for this very goroutine, most
+            // often), at most `MAX_BOUNCES` times: our 61st-tick fairness
+            // pick may take it back.
+            if let Some(o) = self.other_ms_homed().filter(|o| o.least < mine) {
+                // SAFETY: `o.best` came from `Arc::as_ptr` of an M in
+                // `Shared::machines`, which holds a strong count for the
+                // runtime's life: taking one more and owning it is sound.
+                let target = unsafe {
+                    Arc::increment_strong_count(o.best);
+                    Arc::from_raw(o.best)
+                };
+                match target.adopt(task) {
+                    Ok(()) => return None,
+                    Err(t) => task = t, // it retired a moment ago
+                }
             }
-            self.shared.global_push(task);
-            return None;
+            if self.shared.spinning_ms() > 0 && task.bounce(MAX_BOUNCES) {
+                if let Some(pi) = self.p.get() {
+                    self.bounce_tick.set(self.proc(pi).schedtick.load(Relaxed));
+                }
+                self.shared.global_push(task);
+                return None;
+            }
         }
         if mine >= PLACE_MIN && self.shared.nprocs() > 1 {
-            let (mut total, mut ms) = (mine, 1);
-            let mut best: Option<(*const Machine, usize)> = None;
-            for q in self.shared.procs.iter() {
-                let m = q.owner.load(Acquire).cast_const();
-                if m.is_null() || m == me || !status::is_held_by_m(q.status.load()) {
-                    continue;
-                }
-                // SAFETY: `owner` points into `Shared::machines` (see there).
-                let c = unsafe { &*m }.homed.load(Relaxed);
-                total += c;
-                ms += 1;
-                if best.is_none_or(|(_, bc)| c < bc) {
-                    best = Some((m, c));
-                }
-            }
-            if let Some((m, c)) = best {
+            if let Some(o) = self.other_ms_homed() {
+                let (total, ms) = (mine + o.total, 1 + o.ms);
+                let (m, c) = (o.best, o.least);
                 if c < mine && mine * 10 * ms > total * 11 {
                     // SAFETY: `m` came from `Arc::as_ptr` of an M in
                     // `Shared::machines`, which holds a strong count for the
@@ -617,6 +624,35 @@ impl MachineCtx {
         }
         self.m.home(&task);
         Some(task)
+    }
+
+    /// The homed goroutines of the other Ms that hold a P (placement): the
+    /// least loaded of them and its count, their total and how many there
+    /// are. `None` if no other M holds a P.
+    fn other_ms_homed(&self) -> Option<OtherMs> {
+        let me: *const Machine = Arc::as_ptr(&self.m);
+        let mut out: Option<OtherMs> = None;
+        for q in self.shared.procs.iter() {
+            let m = q.owner.load(Acquire).cast_const();
+            if m.is_null() || m == me || !status::is_held_by_m(q.status.load()) {
+                continue;
+            }
+            // SAFETY: `owner` points into `Shared::machines`, which keeps
+            // every `Machine` for the runtime's life (`Processor::owner`).
+            let c = unsafe { &*m }.homed.load(Relaxed);
+            let o = out.get_or_insert(OtherMs {
+                best: m,
+                least: c,
+                total: 0,
+                ms: 0,
+            });
+            o.total += c;
+            o.ms += 1;
+            if c < o.least {
+                (o.best, o.least) = (m, c);
+            }
+        }
+        out
     }
 
     /// Go's `resetspinning`: this M found work; if it was the last spinner, start
