@@ -339,6 +339,45 @@ fn cpu_bound_goroutines_spawned_together_get_their_own_ms() {
     );
 }
 
+/// A long poll whose queued work the other M takes as fast as it comes (an
+/// async task spawning short tasks for 150 ms in one poll, W1's shape) keeps
+/// its P: nothing waits for it, so sysmon does not hand it off (which would
+/// start a third M on two Ps and send every later spawn through the global
+/// queue). A P whose queue nobody serves is still handed off: the hog tests
+/// above.
+#[test]
+fn a_long_poll_whose_queue_is_served_keeps_its_p() {
+    let _s = serial();
+    let rt = gosched::Builder::new().procs(2).build().unwrap();
+    let ran = Arc::new(AtomicU64::new(0));
+    let r = ran.clone();
+    let spawned = rt
+        .block_on(rt.spawn(async move {
+            let t = Instant::now();
+            let mut n = 0u64;
+            while t.elapsed() < Duration::from_millis(150) {
+                for _ in 0..64 {
+                    let r = r.clone();
+                    drop(gosched::spawn(async move {
+                        r.fetch_add(1, Relaxed);
+                    }));
+                    n += 1;
+                }
+            }
+            n
+        }))
+        .unwrap();
+    while ran.load(Relaxed) < spawned {
+        std::thread::yield_now();
+    }
+    let ms = rt.threads();
+    eprintln!("{spawned} tasks spawned in one 150 ms poll; {ms} Ms");
+    assert_eq!(
+        ms, 2,
+        "sysmon handed off a P whose queue the other M was serving"
+    );
+}
+
 /// Ms exit and come back while goroutines are placed on them: with a
 /// keep-alive of 1 ms, idle Ms retire between rounds and their `Machine`s
 /// are reused by the next round's new threads, while a spawner holding more

@@ -84,8 +84,22 @@ impl Shared {
             // SAFETY: the caller owns `p` (RUNNING) and its ring is empty, so the
             // at most 128 tasks fit.
             unsafe { p.runqput_tail(t, |_| unreachable!("ring had room")) };
+            self.note_global_take();
         }
         self.global_len.store(s.global.tasks.len(), Release);
+    }
+
+    /// Count tasks taken from the global queue (caller holds the lock).
+    #[inline]
+    fn note_global_take(&self) {
+        self.note_global_take_n(1);
+    }
+
+    #[inline]
+    fn note_global_take_n(&self, n: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let t = self.global_takes.load(Relaxed);
+        self.global_takes.store(t.wrapping_add(n), Relaxed);
     }
 
     /// Push a batch that overflowed a local ring (raw run-queue references).
@@ -133,6 +147,7 @@ impl Shared {
         }
         let n = self.global_batch(len, max);
         let first = s.global.tasks.pop_front();
+        self.note_global_take_n(n);
         let mut spill = Vec::new();
         for _ in 1..n {
             let t = s.global.tasks.pop_front().expect("len checked");

@@ -102,6 +102,10 @@ pub(crate) struct Shared {
     /// Length of the global queue: written under `sched` (Release), read without
     /// it (Acquire) for "anything there?" checks.
     global_len: AtomicUsize,
+    /// Tasks ever taken from the global queue (written under `sched`):
+    /// sysmon tells a global queue that is being served from one that waits.
+    /// (A statistic: std atomic, outside loom's model.)
+    pub(crate) global_takes: std::sync::atomic::AtomicUsize,
     /// Ps on the idle list: changed only under `sched` by `pidleget`/`pidleput`
     /// (SeqCst), read by submitters and spinners without the lock.
     npidle: AtomicUsize,
@@ -187,6 +191,7 @@ impl Shared {
                 idle: IdleLists::new(n),
             }),
             global_len: AtomicUsize::new(0),
+            global_takes: std::sync::atomic::AtomicUsize::new(0),
             npidle: AtomicUsize::new(n),
             nmspinning: AtomicUsize::new(0),
             owned: OwnedTasks::new(cap),

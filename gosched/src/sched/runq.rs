@@ -81,6 +81,12 @@ impl<T> RunQueue<T> {
         }
     }
 
+    /// Items ever taken from the head (wrapping): sysmon tells a queue that
+    /// is being served (stolen from) from one whose items wait.
+    pub(crate) fn taken(&self) -> u32 {
+        self.head.load(Relaxed)
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -106,6 +106,10 @@ struct PRecord {
     preempted_at: u64,
     runnext: usize,
     runnext_execs: u32,
+    /// The P's ring `taken()` and the global queue's takes at the last look:
+    /// work that waits is work nobody took since (`p_needed`).
+    runq_taken: u32,
+    global_taken: usize,
 }
 
 /// What one look found.
@@ -371,7 +375,7 @@ impl Shared {
                     } else if now.saturating_sub(rec.execwhen) >= RETAKE_AFTER
                         && rec.preempted_at != 0
                         && now.saturating_sub(rec.preempted_at) >= RETAKE_GRACE
-                        && self.p_needed(pi, now)
+                        && self.p_needed(pi, now, rec)
                         && p.status.retake(word)
                     {
                         rec.execwhen = now;
@@ -379,6 +383,9 @@ impl Shared {
                         self.handoffp(pi);
                         continue;
                     }
+                    // What `p_needed` compares at the next look.
+                    rec.runq_taken = p.runq.taken();
+                    rec.global_taken = self.global_takes.load(Relaxed);
                     // The runnext watch.
                     let next = p.runnext.load(Acquire) as usize;
                     if next != 0 {
@@ -407,18 +414,29 @@ impl Shared {
         unsafe { m.as_ref() }
     }
 
-    /// Is P `pi` (held in one long poll) needed elsewhere? Queued work, due
-    /// timers, global work with no idle P to take it, or an M with homed
-    /// work waiting for a P.
-    fn p_needed(&self, pi: usize, now: u64) -> bool {
+    /// Is P `pi` (held in one long poll) needed elsewhere? Work that waits
+    /// for it: queued in its ring with nobody taking from it since the last
+    /// look, the same G in its `runnext` as at the last look, due timers,
+    /// global work with no idle P that nobody took from since the last look,
+    /// or an M with homed work waiting for a P. Queued work that other Ms
+    /// steal as fast as it comes (a task spawning a million short ones in one
+    /// long poll: W1 async) does not need the P; handing it off there only
+    /// put a third thread on two cores and sent every later spawn through
+    /// the global queue (W1 async 1.09-1.23x slower with sysmon).
+    fn p_needed(&self, pi: usize, now: u64, rec: &PRecord) -> bool {
         let p = &self.procs[pi];
-        if p.has_work() || p.timers.next_when() <= now {
+        let ring_waits = !p.runq.is_empty() && p.runq.taken() == rec.runq_taken;
+        let next = p.runnext.load(Acquire) as usize;
+        let next_waits = next != 0 && next == rec.runnext;
+        if ring_waits || next_waits || p.timers.next_when() <= now {
             return true;
         }
         if self.idle_ps() != 0 {
             return false;
         }
-        self.global_len() > 0 || !lock(&self.sched).idle.want_p.is_empty()
+        let global_waits =
+            self.global_len() > 0 && self.global_takes.load(Relaxed) == rec.global_taken;
+        global_waits || !lock(&self.sched).idle.want_p.is_empty()
     }
 
     /// Hand P `pi`, which the caller retook (RETAKEN), to whoever should have
