@@ -18,6 +18,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
 pub use crate::sched::config::{DEFAULT_MAX_THREADS, DEFAULT_THREAD_KEEP_ALIVE};
+pub use crate::sched::stats::{PState, ProcStats, StackStats, Stats};
 
 /// Configures and builds a [`Runtime`].
 ///
@@ -305,6 +306,18 @@ impl Runtime {
         self.shared.nthreads.load(SeqCst)
     }
 
+    /// A snapshot of the scheduler: every P (queue, status, ticks, steals,
+    /// hand-offs, preemptions, timers) and the runtime as a whole (threads,
+    /// idle and spinning Ms, goroutines and tasks live / runnable / running /
+    /// parked, syscalls, timers, stacks). See [`Stats`].
+    ///
+    /// Costs a pass over the Ps and two short lock holds; reading it never
+    /// slows the scheduler's hot paths (the counters are per-P cells written
+    /// by one thread each).
+    pub fn stats(&self) -> Stats {
+        self.shared.stats()
+    }
+
     /// Stop the runtime: wait up to `timeout` for its Ms to finish the polls they
     /// are in, then cancel every goroutine and task still alive. Returns true if
     /// everything stopped in time; false if some M was still inside a poll (a
@@ -340,6 +353,16 @@ fn shutdown(shared: &Arc<Shared>, timeout: Option<Duration>) -> bool {
 /// Goroutines and async tasks alive in the current runtime (Go's `NumGoroutine`).
 pub fn num_goroutine() -> usize {
     context::with_current(|s| s.live_tasks())
+}
+
+/// A snapshot of the current runtime's scheduler: see [`Runtime::stats`].
+///
+/// ```
+/// let s = gosched::runtime::stats();
+/// assert_eq!(s.per_proc.iter().filter(|p| p.state != gosched::runtime::PState::Dead).count(), s.procs);
+/// ```
+pub fn stats() -> Stats {
+    context::with_current(|s| s.stats())
 }
 
 /// Number of Ps of the current runtime (Go's `GOMAXPROCS(0)`).

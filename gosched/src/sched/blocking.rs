@@ -132,6 +132,15 @@ impl BlockingPool {
         self.inner.lock().threads
     }
 
+    /// Jobs running or queued, and the pool's threads (stats).
+    pub(crate) fn busy_and_threads(&self) -> (usize, usize) {
+        let st = self.inner.lock();
+        (
+            st.threads.saturating_sub(st.waiting) + st.queue.len(),
+            st.threads,
+        )
+    }
+
     /// The pool's threads if every one of them waits for work and none is
     /// queued (deadlock detection: nothing here can wake anyone); `None`
     /// while a job runs or waits.

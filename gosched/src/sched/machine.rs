@@ -289,6 +289,18 @@ impl Machine {
         preempt::clear(self);
     }
 
+    /// Tasks in the inbox (a snapshot, for stats).
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn inbox_len(&self) -> usize {
+        self.inbox_len.load(Relaxed)
+    }
+
+    /// Whether this M's thread exited and nobody reuses it yet (stats).
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn is_retired(&self) -> bool {
+        lock(&self.inbox).retired
+    }
+
     fn has_inbox(&self) -> bool {
         self.inbox_len.load(SeqCst) != 0
     }
@@ -1022,8 +1034,12 @@ impl MachineCtx {
                 if matches!(v.status.load(), status::IDLE | status::DEAD) {
                     continue;
                 }
+                let before = p.runq.len();
                 // SAFETY: we own `p`'s ring (the destination); `v` is another P.
                 if let Some(t) = unsafe { v.runq.steal_into(&p.runq) } {
+                    let n = (p.runq.len() + 1).saturating_sub(before) as u64;
+                    p.counters.steals_in.add(n);
+                    v.counters.stolen.add_shared(n);
                     // SAFETY: ring items are owned task references.
                     return Some(unsafe { Task::from_raw(t) });
                 }
@@ -1046,11 +1062,15 @@ impl MachineCtx {
                         }
                         if let Some(t) = v.steal_runnext(next) {
                             v.runnext_was_stuck();
+                            p.counters.steals_in.add(1);
+                            v.counters.stolen.add_shared(1);
                             return Some(t);
                         }
                         continue;
                     }
                     if let Some(t) = v.steal_runnext(next) {
+                        p.counters.steals_in.add(1);
+                        v.counters.stolen.add_shared(1);
                         return Some(t);
                     }
                 }

@@ -54,6 +54,7 @@ pub(crate) mod procresize;
 pub(crate) mod ready;
 pub(crate) mod runq;
 pub(crate) mod shutdown;
+pub(crate) mod stats;
 pub(crate) mod status;
 pub(crate) mod syscall;
 pub(crate) mod sysmon;
@@ -157,6 +158,12 @@ pub(crate) struct Shared {
     /// tasks); retired ones are reused, so this is as long as the most Ms
     /// ever live at once.
     pub(crate) machines: Mutex<Vec<Arc<Machine>>>,
+    /// When the runtime was built (schedtrace's clock).
+    #[cfg(not(loom))]
+    pub(crate) started: std::time::Instant,
+    /// `GOSCHED_DEBUG` (`stats.rs`).
+    #[cfg(not(loom))]
+    pub(crate) debug: stats::Debug,
     /// Ourselves, for the `Arc` a new M or a task needs.
     me: Weak<Shared>,
 }
@@ -219,6 +226,10 @@ impl Shared {
             mseq: AtomicUsize::new(0),
             threads: Mutex::new(Vec::new()),
             machines: Mutex::new(Vec::new()),
+            #[cfg(not(loom))]
+            started: std::time::Instant::now(),
+            #[cfg(not(loom))]
+            debug: stats::Debug::from_env(),
             me: me.clone(),
             config,
         });

@@ -52,6 +52,8 @@ pub(crate) struct Processor {
     pub(crate) spawned: AtomicU64,
     pub(crate) completed: AtomicU64,
     pub(crate) timers: std::sync::Arc<Timers>,
+    /// Steals, hand-offs, preemptions (`stats.rs`).
+    pub(crate) counters: super::stats::PCounters,
     local: UnsafeCell<Local>,
 }
 
@@ -100,6 +102,7 @@ impl Processor {
             spawned: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             timers: Timers::new(),
+            counters: Default::default(),
             local: UnsafeCell::new(Local {
                 #[cfg(not(loom))]
                 stacks: StackCache::new(),

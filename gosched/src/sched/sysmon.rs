@@ -235,6 +235,15 @@ impl Shared {
         let mut last_stuck = 0u64;
         // When the CPU quota was last read (ns).
         let mut quota_read = now_ns();
+        // `GOSCHED_DEBUG=schedtrace=N`: the next SCHED line is due (ns).
+        let trace_every = self.debug.schedtrace_ms.saturating_mul(1_000_000);
+        let trace_at = std::cell::Cell::new(now_ns().saturating_add(trace_every));
+        let trace = |now: u64| {
+            if trace_every != 0 && now >= trace_at.get() {
+                trace_at.set(now.saturating_add(trace_every));
+                eprint!("{}", self.schedtrace(self.debug.scheddetail));
+            }
+        };
         while !self.shutdown.load(Acquire) {
             self.sysmon.sleep(Some(Duration::from_micros(delay)));
             if self.shutdown.load(Acquire) {
@@ -248,6 +257,7 @@ impl Shared {
                 // thread not yet parked again), so retry, backing off.
                 let mut retry = DEADLOCK_RETRY_MIN;
                 loop {
+                    trace(now_ns());
                     self.checkdead();
                     self.sysmon.asleep.store(true, SeqCst);
                     if !self.all_ps_idle() || self.shutdown.load(SeqCst) {
@@ -256,12 +266,21 @@ impl Shared {
                     }
                     let watch =
                         self.config.deadlock_detection && self.block_on_threads.load(SeqCst) > 0;
-                    let woken = self.sysmon.sleep(watch.then_some(retry));
+                    // Asleep for good unless a deadlock check or a SCHED
+                    // line is due.
+                    let mut wake_in = watch.then_some(retry);
+                    if trace_every != 0 {
+                        let t = Duration::from_nanos(trace_at.get().saturating_sub(now_ns()));
+                        wake_in = Some(wake_in.map_or(t, |w| w.min(t)));
+                    }
+                    let woken = self.sysmon.sleep(wake_in);
                     self.sysmon.asleep.store(false, SeqCst);
                     if woken || !self.all_ps_idle() || self.shutdown.load(SeqCst) {
                         break;
                     }
-                    retry = (retry * 2).min(DEADLOCK_RETRY_MAX);
+                    if watch {
+                        retry = (retry * 2).min(DEADLOCK_RETRY_MAX);
+                    }
                 }
                 delay = DELAY_MIN_US;
                 idle_looks = 0;
@@ -272,6 +291,7 @@ impl Shared {
                 quota_read = now;
                 self.follow_cpu_quota();
             }
+            trace(now);
             let look = self.sysmon_look(&mut recs, now);
             if look.runnext_stuck {
                 last_stuck = now;
@@ -339,6 +359,7 @@ impl Shared {
                     }
                     if p.status.retake(word) {
                         look.acted = true;
+                        p.counters.syscall_retakes.add(1);
                         self.handoffp(pi);
                     }
                 }
@@ -354,6 +375,7 @@ impl Shared {
                         && now.saturating_sub(rec.schedwhen) >= FORCE_PREEMPT
                     {
                         if let Some(m) = self.owner_of(pi) {
+                            p.counters.preempt_requests.add(1);
                             super::preempt::request(m);
                             // The poll may have ended (and its M gone idle)
                             // since we read the word: then take it back.
@@ -380,6 +402,7 @@ impl Shared {
                     {
                         rec.execwhen = now;
                         look.acted = true;
+                        p.counters.user_retakes.add(1);
                         self.handoffp(pi);
                         continue;
                     }
@@ -446,6 +469,8 @@ impl Shared {
     pub(crate) fn handoffp(&self, pi: usize) {
         let p = &self.procs[pi];
         debug_assert_eq!(p.status.load(), status::RETAKEN);
+        // We hold it RETAKEN: the one writer (`stats.rs`).
+        p.counters.handoffs.add(1);
         let now = now_ns();
         let mut s = lock(&self.sched);
         // Checked under the lock, which `set_procs` changes the count under:

@@ -224,6 +224,14 @@ impl Timers {
         })
     }
 
+    /// Timers pending in this heap (stopped ones not counted; a snapshot).
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn pending(&self) -> usize {
+        let len = self.len.load(std::sync::atomic::Ordering::Relaxed);
+        let zombies = self.zombies.load(std::sync::atomic::Ordering::Relaxed);
+        len.saturating_sub(zombies.max(0) as usize)
+    }
+
     /// Earliest deadline (ns), `NEVER` if none. Lock-free.
     #[inline]
     pub(crate) fn next_when(&self) -> u64 {

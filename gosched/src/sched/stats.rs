@@ -1,0 +1,421 @@
+//! What the scheduler counts, and the snapshot `runtime::stats()` returns;
+//! Go's `schedtrace` / `scheddetail` lines (`GOSCHED_DEBUG`), printed by
+//! sysmon.
+//!
+//! # Counters
+//!
+//! Each P has a `PCounters`. Every counter has **one writer at a time**, who
+//! adds with a plain load + store (no read-modify-write on the hot path),
+//! and the snapshot reads them with relaxed loads:
+//!
+//! | counter | writer |
+//! |---|---|
+//! | `steals_in` | the P's owner (its M stole into its ring) |
+//! | `stolen` | a thief — the one exception: an RMW, on the steal path only (the thief has just CASed the victim's ring head anyway) |
+//! | `handoffs` | whoever holds the P RETAKEN and calls `handoffp` (sysmon, a locked M, an M entering a slow syscall): the status word passes the P between them |
+//! | `preempt_requests`, `user_retakes`, `syscall_retakes` | sysmon |
+//!
+//! The counters are std atomics, outside loom's model: statistics, never
+//! synchronisation. A snapshot is not atomic: each number is exact when
+//! read, but together they are a blur of the moment (as Go's are).
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use super::status;
+use super::Shared;
+use crate::loom::lock;
+
+/// A single-writer counter (see the module docs).
+#[derive(Default)]
+pub(crate) struct Counter(AtomicU64);
+
+impl Counter {
+    /// The writer adds `n` (plain load + store: no other thread writes).
+    #[inline]
+    pub(crate) fn add(&self, n: u64) {
+        self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
+    }
+
+    /// Any thread adds `n` (an RMW: for counters with many writers).
+    #[inline]
+    pub(crate) fn add_shared(&self, n: u64) {
+        self.0.fetch_add(n, Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+}
+
+/// A P's counters (see the module docs for who writes each).
+#[derive(Default)]
+pub(crate) struct PCounters {
+    pub(crate) steals_in: Counter,
+    pub(crate) stolen: Counter,
+    pub(crate) handoffs: Counter,
+    pub(crate) preempt_requests: Counter,
+    pub(crate) user_retakes: Counter,
+    pub(crate) syscall_retakes: Counter,
+}
+
+/// What a P is doing (its status word's state).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PState {
+    /// On the idle list.
+    Idle,
+    /// Held by an M running scheduler code.
+    Running,
+    /// Held by an M inside a goroutine's or task's poll.
+    InPoll,
+    /// Held by an M inside an in-place `syscall`.
+    InSyscall,
+    /// Taken from its M by sysmon (or given away before a slow call), on its
+    /// way to another M.
+    Retaken,
+    /// Beyond the current `set_procs` count.
+    Dead,
+}
+
+impl PState {
+    fn of(state: u8) -> PState {
+        match state {
+            status::IDLE => PState::Idle,
+            status::RUNNING => PState::Running,
+            status::USER => PState::InPoll,
+            status::SYSCALL => PState::InSyscall,
+            status::RETAKEN => PState::Retaken,
+            _ => PState::Dead,
+        }
+    }
+
+    /// Go's `_P*` status numbers, for schedtrace: idle 0, running 1,
+    /// syscall 2, gcstop 3 (our RETAKEN: in transit), dead 4.
+    fn go_code(self) -> u8 {
+        match self {
+            PState::Idle => 0,
+            PState::Running | PState::InPoll => 1,
+            PState::InSyscall => 2,
+            PState::Retaken => 3,
+            PState::Dead => 4,
+        }
+    }
+}
+
+/// One P in a [`Stats`] snapshot.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ProcStats {
+    pub id: usize,
+    pub state: PState,
+    /// Tasks in its run queue (the ring), and whether `runnext` holds one.
+    pub runq: usize,
+    pub runnext: bool,
+    /// Time slices started (Go's `schedtick`), polls started (slices and
+    /// `runnext` hand-offs within them), in-place syscalls entered.
+    pub schedtick: u32,
+    pub polls: u32,
+    pub syscalltick: u32,
+    /// Tasks its M stole from other Ps, and tasks other Ms stole from it.
+    pub steals_in: u64,
+    pub stolen: u64,
+    /// Times it was handed from one M to another (`handoffp`).
+    pub handoffs: u64,
+    /// Preemption requests sysmon sent to its long time slices.
+    pub preempt_requests: u64,
+    /// Times sysmon took it from an M stuck in one poll, or in a syscall.
+    pub user_retakes: u64,
+    pub syscall_retakes: u64,
+    /// Timers pending in its heap.
+    pub timers: usize,
+    /// Goroutines and tasks spawned on it, and completed on it.
+    pub spawned: u64,
+    pub completed: u64,
+}
+
+/// Goroutine stacks: slabs of address space carved into stacks.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct StackStats {
+    pub slabs: usize,
+    /// Address space the slabs reserve, in bytes.
+    pub mapped_bytes: usize,
+    /// Stacks held by goroutines or cached per P.
+    pub in_use: usize,
+    /// Free stacks whose pages are still resident, and free stacks the
+    /// scavenger gave back to the OS.
+    pub free_resident: usize,
+    pub free_released: usize,
+}
+
+/// A snapshot of a runtime's scheduler (`runtime::stats()`, `Runtime::stats()`).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Milliseconds since the runtime started.
+    pub uptime_ms: u64,
+    /// Live Ps (Go's `gomaxprocs`) and how many of them are idle.
+    pub procs: usize,
+    pub idle_procs: usize,
+    /// OS threads running Ms, Ms parked on the idle list, Ms spinning for
+    /// work, and P-less Ms whose goroutines wait for a P.
+    pub threads: usize,
+    pub idle_threads: usize,
+    pub spinning_threads: usize,
+    pub threads_waiting_for_p: usize,
+    /// Goroutines and async tasks alive; of those, queued to run (global
+    /// queue, run queues, `runnext`s, Ms' inboxes: at most `live`), in a
+    /// poll now, and the rest (parked, or runnable in an M's own queue).
+    pub live: usize,
+    pub runnable: usize,
+    pub running: usize,
+    pub parked: usize,
+    /// Tasks in the global run queue.
+    pub global_queue: usize,
+    /// Ps inside an in-place `syscall`, and blocking calls running on the
+    /// blocking pool (`syscall` handed off), and that pool's threads.
+    pub in_syscall: usize,
+    pub blocking_calls: usize,
+    pub blocking_threads: usize,
+    /// Timers pending over every P and the global heap.
+    pub timers: usize,
+    pub stacks: StackStats,
+    /// Every P allocated (live ones first; see `procs`).
+    pub per_proc: Vec<ProcStats>,
+}
+
+#[cfg(not(loom))]
+impl Shared {
+    /// A snapshot of this runtime (`runtime::stats`).
+    pub(crate) fn stats(&self) -> Stats {
+        let nprocs = self.nprocs();
+        let per_proc: Vec<ProcStats> = self
+            .procs
+            .iter()
+            .enumerate()
+            .map(|(id, p)| ProcStats {
+                id,
+                state: PState::of(p.status.load()),
+                runq: p.runq.len(),
+                runnext: !p
+                    .runnext
+                    .load(std::sync::atomic::Ordering::Acquire)
+                    .is_null(),
+                schedtick: p.schedtick.load(Relaxed),
+                polls: p.execs.load(Relaxed),
+                syscalltick: p.syscalltick.load(Relaxed),
+                steals_in: p.counters.steals_in.get(),
+                stolen: p.counters.stolen.get(),
+                handoffs: p.counters.handoffs.get(),
+                preempt_requests: p.counters.preempt_requests.get(),
+                user_retakes: p.counters.user_retakes.get(),
+                syscall_retakes: p.counters.syscall_retakes.get(),
+                timers: p.timers.pending(),
+                spawned: p.spawned.load(Relaxed),
+                completed: p.completed.load(Relaxed),
+            })
+            .collect();
+        let (idle_threads, waiting_for_p) = {
+            let s = lock(&self.sched);
+            (s.idle_ms(), s.idle.want_p.len())
+        };
+        let inboxes: usize = lock(&self.machines).iter().map(|m| m.inbox_len()).sum();
+        let global_queue = self.global_len();
+        let live = self.live_tasks();
+        let queued = per_proc
+            .iter()
+            .map(|p| p.runq + usize::from(p.runnext))
+            .sum::<usize>()
+            + global_queue
+            + inboxes;
+        let runnable = queued.min(live);
+        let running = per_proc
+            .iter()
+            .filter(|p| p.state == PState::InPoll)
+            .count()
+            .min(live - runnable);
+        let (blocking_calls, blocking_threads) = self.blocking.busy_and_threads();
+        let st = self.stacks.stats();
+        Stats {
+            uptime_ms: self.started.elapsed().as_millis() as u64,
+            procs: nprocs,
+            idle_procs: self.idle_ps(),
+            threads: self.nthreads.load(Relaxed),
+            idle_threads,
+            spinning_threads: self.spinning_ms(),
+            threads_waiting_for_p: waiting_for_p,
+            live,
+            runnable,
+            running,
+            parked: live - runnable - running,
+            global_queue,
+            in_syscall: per_proc
+                .iter()
+                .filter(|p| p.state == PState::InSyscall)
+                .count(),
+            blocking_calls,
+            blocking_threads,
+            timers: per_proc.iter().map(|p| p.timers).sum::<usize>() + self.global_timers.pending(),
+            stacks: StackStats {
+                slabs: st.slabs,
+                mapped_bytes: st.mapped_bytes,
+                in_use: st.outstanding,
+                free_resident: st.free_hot,
+                free_released: st.free_cold,
+            },
+            per_proc,
+        }
+    }
+
+    /// Go's schedtrace line (and with `detail`, scheddetail's P and M lines),
+    /// each ending in a newline.
+    pub(crate) fn schedtrace(&self, detail: bool) -> String {
+        let s = self.stats();
+        let live = &s.per_proc[..s.procs.min(s.per_proc.len())];
+        let mut out = format!(
+            "SCHED {}ms: gomaxprocs={} idleprocs={} threads={} spinningthreads={} \
+             needspinning=0 idlethreads={} runqueue={}",
+            s.uptime_ms,
+            s.procs,
+            s.idle_procs,
+            s.threads,
+            s.spinning_threads,
+            s.idle_threads,
+            s.global_queue
+        );
+        if !detail {
+            out.push_str(" [ ");
+            for p in live {
+                let _ = write!(out, "{} ", p.runq + usize::from(p.runnext));
+            }
+            out.push_str("] schedticks=[ ");
+            for p in live {
+                let _ = write!(out, "{} ", p.schedtick);
+            }
+            out.push_str("]\n");
+            return out;
+        }
+        let _ = writeln!(
+            out,
+            " live={} runnable={} running={} parked={} insyscall={} blockingcalls={} \
+             waitingforp={}",
+            s.live,
+            s.runnable,
+            s.running,
+            s.parked,
+            s.in_syscall,
+            s.blocking_calls,
+            s.threads_waiting_for_p
+        );
+        let machines = lock(&self.machines).clone();
+        let m_index = |m: *const super::machine::Machine| {
+            machines
+                .iter()
+                .position(|x| std::ptr::eq(std::sync::Arc::as_ptr(x), m))
+        };
+        for p in live {
+            let owner = self.procs[p.id]
+                .owner
+                .load(std::sync::atomic::Ordering::Acquire);
+            let m = match p.state {
+                PState::Idle | PState::Dead => None,
+                _ => m_index(owner),
+            };
+            let _ = writeln!(
+                out,
+                "  P{}: status={} schedtick={} syscalltick={} m={} runqsize={} timerslen={} \
+                 steals={}/{} handoffs={} preempts={} retakes={}/{}",
+                p.id,
+                p.state.go_code(),
+                p.schedtick,
+                p.syscalltick,
+                m.map_or("nil".to_string(), |i| i.to_string()),
+                p.runq + usize::from(p.runnext),
+                p.timers,
+                p.steals_in,
+                p.stolen,
+                p.handoffs,
+                p.preempt_requests,
+                p.user_retakes,
+                p.syscall_retakes
+            );
+        }
+        for (i, m) in machines.iter().enumerate().rev() {
+            let held = live.iter().find(|p| {
+                !matches!(p.state, PState::Idle | PState::Dead)
+                    && std::ptr::eq(
+                        self.procs[p.id]
+                            .owner
+                            .load(std::sync::atomic::Ordering::Acquire),
+                        std::sync::Arc::as_ptr(m),
+                    )
+            });
+            let _ = writeln!(
+                out,
+                "  M{i}: p={} homed={} inbox={} retired={}",
+                held.map_or("nil".to_string(), |p| p.id.to_string()),
+                m.homed.load(Relaxed),
+                m.inbox_len(),
+                m.is_retired()
+            );
+        }
+        out
+    }
+}
+
+/// `GOSCHED_DEBUG` (Go's `GODEBUG` for the scheduler): comma-separated
+/// `name=value` pairs; `schedtrace=N` (ms) and `scheddetail=1` so far.
+#[cfg(not(loom))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Debug {
+    pub(crate) schedtrace_ms: u64,
+    pub(crate) scheddetail: bool,
+}
+
+#[cfg(not(loom))]
+impl Debug {
+    pub(crate) fn from_env() -> Debug {
+        std::env::var("GOSCHED_DEBUG").map_or_else(|_| Debug::default(), |v| Debug::parse(&v))
+    }
+
+    /// Unknown names and bad values are ignored (as Go's `GODEBUG`).
+    pub(crate) fn parse(s: &str) -> Debug {
+        let mut d = Debug::default();
+        for kv in s.split(',') {
+            let Some((k, v)) = kv.split_once('=') else {
+                continue;
+            };
+            match k.trim() {
+                "schedtrace" => d.schedtrace_ms = v.trim().parse().unwrap_or(0),
+                "scheddetail" => d.scheddetail = v.trim() == "1",
+                _ => {}
+            }
+        }
+        d
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::Debug;
+
+    #[test]
+    fn gosched_debug_parses_like_godebug() {
+        assert_eq!(Debug::parse(""), Debug::default());
+        assert_eq!(
+            Debug::parse("schedtrace=1000,scheddetail=1"),
+            Debug {
+                schedtrace_ms: 1000,
+                scheddetail: true
+            }
+        );
+        assert_eq!(
+            Debug::parse(" schedtrace = 20 , other=3,scheddetail=0,junk"),
+            Debug {
+                schedtrace_ms: 20,
+                scheddetail: false
+            }
+        );
+        assert_eq!(Debug::parse("schedtrace=x").schedtrace_ms, 0);
+    }
+}
