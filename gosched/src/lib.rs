@@ -102,6 +102,7 @@ pub use sched::task::{JoinError, JoinHandle, TaskId};
 /// rule" above), so thread-locals behave as on a plain thread — unless the
 /// runtime was built with the unsafe [`Builder::migrate_goroutines`].
 #[cfg(not(loom))]
+#[track_caller]
 pub fn go<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -114,6 +115,7 @@ where
 /// reserved (for example when `vm.max_map_count` is exhausted on kernels without
 /// `MADV_GUARD_INSTALL`).
 #[cfg(not(loom))]
+#[track_caller]
 pub fn try_go<F, T>(f: F) -> Result<JoinHandle<T>, SpawnError>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -124,6 +126,7 @@ where
 
 /// Start an async task on the current runtime.
 #[cfg(not(loom))]
+#[track_caller]
 pub fn spawn<F>(fut: F) -> JoinHandle<F::Output>
 where
     F: std::future::Future + Send + 'static,

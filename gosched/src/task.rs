@@ -7,12 +7,14 @@ use std::task::{Context, Poll};
 pub use crate::sched::task::{JoinError, JoinHandle, TaskId};
 
 /// Start an async task on the current runtime (the global one outside any runtime).
+#[track_caller]
 pub fn spawn<F>(fut: F) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    crate::sched::context::with_current(|shared| shared.spawn_with_id(|_| fut, false))
+    let info = crate::sched::task::SpawnInfo::task(std::panic::Location::caller());
+    crate::sched::context::with_current(|shared| shared.spawn_with_id(|_| fut, info))
 }
 
 /// Let other tasks run: the task goes to the global run queue (Go's `Gosched`)

@@ -446,7 +446,7 @@ impl Future for SelectFut<'_, '_> {
                                 continue; // an arm won meanwhile
                             }
                         }
-                        return Poll::Pending;
+                        return crate::sched::wait::pending(crate::sched::wait::WaitReason::Select);
                     }
                     SEL_RETRY => {
                         this.unregister_all();

@@ -522,6 +522,7 @@ impl Go {
     /// # Panics
     /// If the stack cannot be reserved; use [`try_spawn`](Go::try_spawn) to get
     /// the error instead.
+    #[track_caller]
     pub fn spawn<F, T>(self, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -531,19 +532,22 @@ impl Go {
     }
 
     /// Spawn on the current runtime, or say why not.
+    #[track_caller]
     pub fn try_spawn<F, T>(self, f: F) -> Result<JoinHandle<T>, SpawnError>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
         preempt_point();
-        with_current(|shared| self.spawn_on(shared, f))
+        let site = std::panic::Location::caller();
+        with_current(|shared| self.spawn_on(shared, f, site))
     }
 
     pub(crate) fn spawn_on<F, T>(
         self,
         shared: &Arc<Shared>,
         f: F,
+        site: &'static std::panic::Location<'static>,
     ) -> Result<JoinHandle<T>, SpawnError>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -564,7 +568,11 @@ impl Go {
         shared
             .try_spawn_with_id(
                 move |id| Goroutine::new(f, id, name, size, pool, pinned),
-                pinned,
+                crate::sched::task::SpawnInfo {
+                    pinned,
+                    goroutine: true,
+                    site,
+                },
                 reserve,
             )
             .map_err(SpawnError::Stack)

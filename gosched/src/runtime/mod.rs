@@ -224,32 +224,36 @@ impl Runtime {
     }
 
     /// Start a goroutine on this runtime.
+    #[track_caller]
     pub fn go<F, T>(&self, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
         Go::new()
-            .spawn_on(&self.shared, f)
+            .spawn_on(&self.shared, f, std::panic::Location::caller())
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Start a goroutine, or say why not.
+    #[track_caller]
     pub fn try_go<F, T>(&self, f: F) -> Result<JoinHandle<T>, SpawnError>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        Go::new().spawn_on(&self.shared, f)
+        Go::new().spawn_on(&self.shared, f, std::panic::Location::caller())
     }
 
     /// Start an async task on this runtime.
+    #[track_caller]
     pub fn spawn<F>(&self, fut: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.shared.spawn_with_id(|_| fut, false)
+        let info = crate::sched::task::SpawnInfo::task(std::panic::Location::caller());
+        self.shared.spawn_with_id(|_| fut, info)
     }
 
     /// Run `fut` to completion on the calling thread, with this runtime as the
@@ -318,6 +322,14 @@ impl Runtime {
         self.shared.stats()
     }
 
+    /// Write every goroutine and task of this runtime that has parked at
+    /// least once and is alive, in Go's dump style: `goroutine 7 [chan
+    /// receive, 1500 ms]:` with where it was spawned, sorted by id, then how
+    /// many more are alive that never parked. See [`dump_goroutines`].
+    pub fn dump_goroutines(&self, w: &mut impl std::io::Write) -> std::io::Result<()> {
+        self.shared.dump_goroutines(w)
+    }
+
     /// Stop the runtime: wait up to `timeout` for its Ms to finish the polls they
     /// are in, then cancel every goroutine and task still alive. Returns true if
     /// everything stopped in time; false if some M was still inside a poll (a
@@ -363,6 +375,40 @@ pub fn num_goroutine() -> usize {
 /// ```
 pub fn stats() -> Stats {
     context::with_current(|s| s.stats())
+}
+
+/// Go's goroutine dump (`SIGQUIT`, `pprof/goroutine?debug=2`) for the
+/// current runtime: every goroutine and task that has parked at least once
+/// and is still alive — id, goroutine or task, state (running, runnable, or
+/// the wait reason: chan receive, chan send, select, sleep,
+/// sync.Mutex.Lock, sync.RWMutex.Lock, sync.WaitGroup.Wait, sync.Cond.Wait,
+/// semacquire, sync.Once.Do, join, syscall, or block_on / future for a wait
+/// on anything else), how long it has waited, and where it was spawned
+/// (file:line of the `go` / `spawn` call). Nothing stops: a busy runtime's
+/// listing is a blur of the moment.
+///
+/// ```
+/// let rt = gosched::Runtime::new().unwrap();
+/// let ch = gosched::chan::<u32>(0);
+/// let rx = ch.clone();
+/// let h = rt.go(move || rx.recv());
+/// // Once it has parked: "goroutine 1 [chan receive, 0 ms]:
+/// //     spawned at src/main.rs:5:14".
+/// let text = loop {
+///     let mut out = Vec::new();
+///     rt.dump_goroutines(&mut out).unwrap();
+///     let text = String::from_utf8(out).unwrap();
+///     if text.contains("[chan receive") {
+///         break text;
+///     }
+///     std::thread::yield_now();
+/// };
+/// assert!(text.contains("spawned at "), "{text}");
+/// ch.send(1).unwrap();
+/// assert_eq!(rt.block_on(h).unwrap(), Some(1));
+/// ```
+pub fn dump_goroutines(w: &mut impl std::io::Write) -> std::io::Result<()> {
+    context::with_current(|s| s.dump_goroutines(w))
 }
 
 /// Number of Ps of the current runtime (Go's `GOMAXPROCS(0)`).

@@ -63,7 +63,10 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    rt.spawn_with_id(|_| fut, false)
+    rt.spawn_with_id(
+        |_| fut,
+        super::task::SpawnInfo::task(std::panic::Location::caller()),
+    )
 }
 
 /// Shut the runtime down from the main thread and check that every M exited.
@@ -136,7 +139,11 @@ fn foreign_wake_pinned(rt: Arc<Shared>, pinned: bool) {
                     Poll::Pending
                 })
             },
-            pinned,
+            super::task::SpawnInfo {
+                pinned,
+                goroutine: pinned,
+                site: std::panic::Location::caller(),
+            },
         );
         let waker = thread::spawn(move || loop {
             // loom's `Notify` may wake spuriously: check the slot.
@@ -385,7 +392,12 @@ fn adopt_races_an_m_retiring() {
     model(2, || {
         let rt = runtime();
         let m = Arc::new(super::machine::Machine::new());
-        let (task, handle) = super::task::new_task(async { 7 }, 1, true, rt.clone());
+        let info = super::task::SpawnInfo {
+            pinned: true,
+            goroutine: true,
+            site: std::panic::Location::caller(),
+        };
+        let (task, handle) = super::task::new_task(async { 7 }, 1, info, rt.clone());
         let m2 = m.clone();
         let retirer = thread::spawn(move || m2.retire_if_unused());
         let adopted = m.adopt(task);

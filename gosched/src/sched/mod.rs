@@ -60,6 +60,7 @@ pub(crate) mod syscall;
 pub(crate) mod sysmon;
 pub(crate) mod task;
 pub(crate) mod timers;
+pub(crate) mod wait;
 
 use std::sync::Weak;
 

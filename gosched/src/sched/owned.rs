@@ -159,6 +159,25 @@ impl OwnedTasks {
         taken
     }
 
+    /// Call `f` on every linked task, shard by shard under the shard lock
+    /// (the goroutine dump: `f` only reads the header).
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&Header)) {
+        for s in self.shards.iter() {
+            let list = lock(s);
+            let mut cur = list.head;
+            while let Some(ptr) = cur {
+                // SAFETY: under the shard lock; every linked task is alive
+                // (the list holds a reference) and its links are guarded by
+                // this lock.
+                let h = unsafe { ptr.as_ref() };
+                f(h);
+                // SAFETY: the link is guarded by the shard lock we hold.
+                cur = h.owned_next.with(|n| unsafe { *n });
+            }
+        }
+    }
+
     /// Unlink one task, handing over the list's reference.
     pub(crate) fn pop(&self) -> Option<Task> {
         for s in self.shards.iter() {

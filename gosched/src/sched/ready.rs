@@ -50,13 +50,13 @@ impl Shared {
     pub(crate) fn spawn_with_id<F>(
         self: &Arc<Self>,
         make: impl FnOnce(u64) -> F,
-        pinned: bool,
+        info: task::SpawnInfo,
     ) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        match self.try_spawn_with_id(make, pinned, |_| Ok::<(), std::convert::Infallible>(())) {
+        match self.try_spawn_with_id(make, info, |_| Ok::<(), std::convert::Infallible>(())) {
             Ok(handle) => handle,
             Err(never) => match never {},
         }
@@ -68,7 +68,7 @@ impl Shared {
     pub(crate) fn try_spawn_with_id<F, E>(
         self: &Arc<Self>,
         make: impl FnOnce(u64) -> F,
-        pinned: bool,
+        info: task::SpawnInfo,
         admit: impl FnOnce(Option<&Processor>) -> Result<(), E>,
     ) -> Result<JoinHandle<F::Output>, E>
     where
@@ -90,7 +90,7 @@ impl Shared {
                 }
                 let id = l.id_next;
                 l.id_next += 1;
-                let (task, handle) = task::new_task(make(id), id, pinned, self.clone());
+                let (task, handle) = task::new_task(make(id), id, info, self.clone());
                 let lazy = p.runqput_next(task, |batch| self.global_push_batch(batch));
                 Ok(Ok((handle, lazy)))
             },
@@ -98,7 +98,7 @@ impl Shared {
                 admit(None)?;
                 self.pless_spawned.fetch_add(1, Relaxed);
                 let id = self.next_id.fetch_add(1, Relaxed);
-                Ok(Err(task::new_task(make(id), id, pinned, self.clone())))
+                Ok(Err(task::new_task(make(id), id, info, self.clone())))
             }
         })?;
         Ok(match on_p {

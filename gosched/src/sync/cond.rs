@@ -151,13 +151,13 @@ impl<'a, T: ?Sized> Future for CondWaitFuture<'_, 'a, T> {
                     let key = lock(&this.cond.waiters).push_back((), cx.waker());
                     this.state = WaitState::Waiting(mutex, key);
                     drop(guard);
-                    return Poll::Pending;
+                    return crate::sched::wait::pending(crate::sched::wait::WaitReason::Cond);
                 }
                 WaitState::Waiting(mutex, key) => {
                     let notified = lock(&this.cond.waiters).poll(key, cx.waker()).is_some();
                     if !notified {
                         this.state = WaitState::Waiting(mutex, key);
-                        return Poll::Pending;
+                        return crate::sched::wait::pending(crate::sched::wait::WaitReason::Cond);
                     }
                     this.state = WaitState::Relock(mutex.lock_async());
                 }
@@ -165,7 +165,7 @@ impl<'a, T: ?Sized> Future for CondWaitFuture<'_, 'a, T> {
                     Poll::Ready(guard) => return Poll::Ready(guard),
                     Poll::Pending => {
                         this.state = WaitState::Relock(fut);
-                        return Poll::Pending;
+                        return crate::sched::wait::pending(crate::sched::wait::WaitReason::Cond);
                     }
                 },
                 WaitState::Done => panic!("CondWaitFuture polled after completion"),

@@ -207,14 +207,14 @@ impl Future for OnceWait<'_> {
                     self.key = None;
                     Poll::Ready(())
                 }
-                None => Poll::Pending,
+                None => crate::sched::wait::pending(crate::sched::wait::WaitReason::Once),
             };
         }
         if once.state.load(Acquire) != RUNNING {
             return Poll::Ready(());
         }
         self.key = Some(q.push_back((), cx.waker()));
-        Poll::Pending
+        crate::sched::wait::pending(crate::sched::wait::WaitReason::Once)
     }
 }
 

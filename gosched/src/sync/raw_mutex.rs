@@ -330,7 +330,7 @@ impl Future for RawLock<'_> {
         if let Some(key) = this.key {
             let mut q = lock(&raw.queue);
             let Some(w) = q.poll(key, cx.waker()) else {
-                return Poll::Pending;
+                return crate::sched::wait::pending(crate::sched::wait::WaitReason::Mutex);
             };
             drop(q);
             this.key = None;
@@ -405,7 +405,7 @@ impl Future for RawLock<'_> {
                         } else {
                             q.push_back(data, cx.waker())
                         });
-                        return Poll::Pending;
+                        return crate::sched::wait::pending(crate::sched::wait::WaitReason::Mutex);
                     }
                     Err(cur) => old = cur,
                 }

@@ -211,7 +211,7 @@ impl Future for WaitGroupFuture<'_> {
                     self.key = None;
                     Poll::Ready(())
                 }
-                None => Poll::Pending,
+                None => crate::sched::wait::pending(crate::sched::wait::WaitReason::WaitGroup),
             };
         }
         if inner.count.load(Acquire) == 0 {
@@ -222,7 +222,7 @@ impl Future for WaitGroupFuture<'_> {
             return Poll::Ready(());
         }
         self.key = Some(q.push_back((), cx.waker()));
-        Poll::Pending
+        crate::sched::wait::pending(crate::sched::wait::WaitReason::WaitGroup)
     }
 }
 

@@ -85,6 +85,9 @@ impl<T> Future for JoinHandle<T> {
                 cx.waker(),
             )
         };
+        if out.is_pending() {
+            crate::sched::wait::note(crate::sched::wait::WaitReason::Join);
+        }
         out
     }
 }

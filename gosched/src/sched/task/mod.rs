@@ -90,6 +90,14 @@ pub(crate) struct Header {
     /// A goroutine that stays on the M (OS thread) where it first runs (the
     /// thread rule, `machine.rs`). Fixed at spawn.
     pinned: bool,
+    /// A goroutine (not an async task), and where it was spawned: for the
+    /// goroutine dump (`sched/wait.rs`). Fixed at spawn.
+    pub(crate) goroutine: bool,
+    pub(crate) site: &'static std::panic::Location<'static>,
+    /// Why and since when the task last parked (`sched/wait.rs`): written by
+    /// the poll that returned `Pending`, read by dumps. A statistic: std
+    /// atomic, outside loom's model.
+    pub(crate) wait: std::sync::atomic::AtomicU64,
     /// The M it is pinned to, once it has started (`None` before its first run,
     /// and always for async tasks and migratable goroutines). Written once, by
     /// the M about to run it for the first time (it holds the run-queue
@@ -332,12 +340,34 @@ pub(crate) unsafe fn drop_ref(ptr: NonNull<Header>) {
     }
 }
 
+/// What a spawn says about the task it makes.
+#[derive(Clone, Copy)]
+pub(crate) struct SpawnInfo {
+    /// Stays on the M where it first runs (the thread rule).
+    pub(crate) pinned: bool,
+    /// A goroutine, not an async task.
+    pub(crate) goroutine: bool,
+    /// The user's call to `go` / `spawn` (`#[track_caller]`).
+    pub(crate) site: &'static std::panic::Location<'static>,
+}
+
+impl SpawnInfo {
+    /// An async task spawned at `site`.
+    pub(crate) fn task(site: &'static std::panic::Location<'static>) -> Self {
+        SpawnInfo {
+            pinned: false,
+            goroutine: false,
+            site,
+        }
+    }
+}
+
 /// Allocate a task for `future`. Returns the run-queue reference and the join
 /// handle.
 pub(crate) fn new_task<F, S>(
     future: F,
     id: u64,
-    pinned: bool,
+    info: SpawnInfo,
     scheduler: S,
 ) -> (Task, JoinHandle<F::Output>)
 where
@@ -354,7 +384,10 @@ where
             owned_next: UnsafeCell::new(None),
             owned_linked: UnsafeCell::new(false),
             join_waker: UnsafeCell::new(None),
-            pinned,
+            pinned: info.pinned,
+            goroutine: info.goroutine,
+            site: info.site,
+            wait: std::sync::atomic::AtomicU64::new(0),
             home: UnsafeCell::new(None),
             bounced: UnsafeCell::new(0),
         },
@@ -431,8 +464,15 @@ unsafe fn poll<F: Future, S: Schedule>(ptr: NonNull<Header>) -> Outcome {
             }
         })
     }));
+    // Why it parks, if a gosched future said (`sched/wait.rs`); taken
+    // after every poll so that a reason never outlives its poll.
+    let reason = super::wait::take();
     match res {
         Ok(Poll::Pending) => {
+            cell.header.wait.store(
+                super::wait::word(reason),
+                std::sync::atomic::Ordering::Relaxed,
+            );
             // SAFETY: RUNNING is ours: we may read and set `owned_linked`.
             let linked = cell.header.owned_linked.with(|l| unsafe { *l });
             if !linked {

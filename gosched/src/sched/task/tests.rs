@@ -69,7 +69,8 @@ impl TestSched {
         F::Output: Send + 'static,
     {
         let id = self.0.next_id.fetch_add(1, SeqCst);
-        let (task, handle) = new_task(fut, id, false, self.clone());
+        let info = super::SpawnInfo::task(std::panic::Location::caller());
+        let (task, handle) = new_task(fut, id, info, self.clone());
         self.push(task);
         handle
     }

@@ -503,7 +503,7 @@ impl Future for Sleep {
                         _ => *w = Some(cx.waker().clone()),
                     }
                 }
-                Poll::Pending
+                crate::sched::wait::pending(crate::sched::wait::WaitReason::Sleep)
             }
             None => {
                 let when = instant_to_ns(self.deadline);
@@ -512,7 +512,7 @@ impl Future for Sleep {
                         // Due already: park once anyway, as a yield (woken by
                         // ourselves, we go to the back of the local queue).
                         cx.waker().wake_by_ref();
-                        return Poll::Pending;
+                        return crate::sched::wait::pending(crate::sched::wait::WaitReason::Sleep);
                     }
                     return Poll::Ready(());
                 }
@@ -520,7 +520,7 @@ impl Future for Sleep {
                 let entry = TimerEntry::with_target(Target::Wake(Some(cx.waker().clone())), 0);
                 self.entry = Some(entry.clone());
                 add_timer(when, entry);
-                Poll::Pending
+                crate::sched::wait::pending(crate::sched::wait::WaitReason::Sleep)
             }
         }
     }
