@@ -1019,7 +1019,9 @@ impl<T> Future for SendFut<'_, T> {
             ready!(crate::sched::preempt::poll_preempted(cx));
         }
         match poll_send(this.inner, &mut this.value, &mut this.waiter, cx) {
-            Poll::Pending => crate::sched::wait::pending(crate::sched::wait::WaitReason::ChanSend),
+            Poll::Pending => {
+                crate::sched::wait::pending(crate::sched::wait::WaitReason::ChanSend, cx)
+            }
             Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
             Poll::Ready(Err(())) => Poll::Ready(Err(SendError(
                 this.value.take().expect("a closed send keeps its value"),
@@ -1043,7 +1045,7 @@ pub(super) fn poll_send<T>(
         match w.poll_state(cx.waker()) {
             WAITING => {
                 *waiter = Some(w);
-                return crate::sched::wait::pending(crate::sched::wait::WaitReason::ChanSend);
+                return crate::sched::wait::pending(crate::sched::wait::WaitReason::ChanSend, cx);
             }
             DONE => return Poll::Ready(Ok(())),
             // CLOSED (the value comes back for the error) or NOTIFIED (try
@@ -1089,7 +1091,7 @@ pub(super) fn poll_send<T>(
         unsafe { w.with_slot(|slot| move_opt(value, slot)) };
         if inner.park_send(&mut s, &w, None) {
             *waiter = Some(w);
-            return crate::sched::wait::pending(crate::sched::wait::WaitReason::ChanSend);
+            return crate::sched::wait::pending(crate::sched::wait::WaitReason::ChanSend, cx);
         }
         // The ring made room meanwhile: try again. SAFETY: `w` was not queued.
         unsafe { w.with_slot(|slot| move_opt(slot, value)) };
@@ -1153,7 +1155,7 @@ impl<T> Future for RecvFut<'_, T> {
         match poll_recv(this.inner, &mut this.waiter, &mut out, cx) {
             Poll::Ready(()) => Poll::Ready(out),
             Poll::Pending => {
-                crate::sched::wait::pending(crate::sched::wait::WaitReason::ChanReceive)
+                crate::sched::wait::pending(crate::sched::wait::WaitReason::ChanReceive, cx)
             }
         }
     }
@@ -1173,7 +1175,10 @@ pub(super) fn poll_recv<T>(
         match w.poll_state(cx.waker()) {
             WAITING => {
                 *waiter = Some(w);
-                return crate::sched::wait::pending(crate::sched::wait::WaitReason::ChanReceive);
+                return crate::sched::wait::pending(
+                    crate::sched::wait::WaitReason::ChanReceive,
+                    cx,
+                );
             }
             DONE => {
                 // SAFETY: DONE is final and was observed with Acquire.
@@ -1209,7 +1214,7 @@ pub(super) fn poll_recv<T>(
         let w = Waiter::single(cx.waker());
         if inner.park_recv(&mut s, &w, None) {
             *waiter = Some(w);
-            return crate::sched::wait::pending(crate::sched::wait::WaitReason::ChanReceive);
+            return crate::sched::wait::pending(crate::sched::wait::WaitReason::ChanReceive, cx);
         }
     }
 }

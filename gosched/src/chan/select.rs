@@ -446,7 +446,10 @@ impl Future for SelectFut<'_, '_> {
                                 continue; // an arm won meanwhile
                             }
                         }
-                        return crate::sched::wait::pending(crate::sched::wait::WaitReason::Select);
+                        return crate::sched::wait::pending(
+                            crate::sched::wait::WaitReason::Select,
+                            cx,
+                        );
                     }
                     SEL_RETRY => {
                         this.unregister_all();

@@ -251,7 +251,7 @@ impl<R> Done<R> {
             Some(w) => w.clone_from(cx.waker()),
             None => st.waker = Some(cx.waker().clone()),
         }
-        crate::sched::wait::pending(crate::sched::wait::WaitReason::Syscall)
+        crate::sched::wait::pending(crate::sched::wait::WaitReason::Syscall, cx)
     }
 }
 
@@ -353,7 +353,9 @@ impl<R> Future for SyscallFuture<R> {
         match self.done.poll_result(cx) {
             Poll::Ready(Ok(v)) => Poll::Ready(v),
             Poll::Ready(Err(payload)) => panic::resume_unwind(payload),
-            Poll::Pending => crate::sched::wait::pending(crate::sched::wait::WaitReason::Syscall),
+            Poll::Pending => {
+                crate::sched::wait::pending(crate::sched::wait::WaitReason::Syscall, cx)
+            }
         }
     }
 }

@@ -256,6 +256,7 @@ impl Shared {
                 // moment too early (an M not yet on the idle list, a woken
                 // thread not yet parked again), so retry, backing off.
                 let mut retry = DEADLOCK_RETRY_MIN;
+                super::wait::clock_unkept();
                 loop {
                     trace(now_ns());
                     self.checkdead();
@@ -287,6 +288,7 @@ impl Shared {
                 continue;
             }
             let now = now_ns();
+            super::wait::tick();
             if now.saturating_sub(quota_read) >= QUOTA_EVERY {
                 quota_read = now;
                 self.follow_cpu_quota();

@@ -151,13 +151,16 @@ impl<'a, T: ?Sized> Future for CondWaitFuture<'_, 'a, T> {
                     let key = lock(&this.cond.waiters).push_back((), cx.waker());
                     this.state = WaitState::Waiting(mutex, key);
                     drop(guard);
-                    return crate::sched::wait::pending(crate::sched::wait::WaitReason::Cond);
+                    return crate::sched::wait::pending(crate::sched::wait::WaitReason::Cond, cx);
                 }
                 WaitState::Waiting(mutex, key) => {
                     let notified = lock(&this.cond.waiters).poll(key, cx.waker()).is_some();
                     if !notified {
                         this.state = WaitState::Waiting(mutex, key);
-                        return crate::sched::wait::pending(crate::sched::wait::WaitReason::Cond);
+                        return crate::sched::wait::pending(
+                            crate::sched::wait::WaitReason::Cond,
+                            cx,
+                        );
                     }
                     this.state = WaitState::Relock(mutex.lock_async());
                 }
@@ -165,7 +168,10 @@ impl<'a, T: ?Sized> Future for CondWaitFuture<'_, 'a, T> {
                     Poll::Ready(guard) => return Poll::Ready(guard),
                     Poll::Pending => {
                         this.state = WaitState::Relock(fut);
-                        return crate::sched::wait::pending(crate::sched::wait::WaitReason::Cond);
+                        return crate::sched::wait::pending(
+                            crate::sched::wait::WaitReason::Cond,
+                            cx,
+                        );
                     }
                 },
                 WaitState::Done => panic!("CondWaitFuture polled after completion"),

@@ -207,14 +207,14 @@ impl Future for OnceWait<'_> {
                     self.key = None;
                     Poll::Ready(())
                 }
-                None => crate::sched::wait::pending(crate::sched::wait::WaitReason::Once),
+                None => crate::sched::wait::pending(crate::sched::wait::WaitReason::Once, cx),
             };
         }
         if once.state.load(Acquire) != RUNNING {
             return Poll::Ready(());
         }
         self.key = Some(q.push_back((), cx.waker()));
-        crate::sched::wait::pending(crate::sched::wait::WaitReason::Once)
+        crate::sched::wait::pending(crate::sched::wait::WaitReason::Once, cx)
     }
 }
 

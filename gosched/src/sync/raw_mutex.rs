@@ -330,7 +330,7 @@ impl Future for RawLock<'_> {
         if let Some(key) = this.key {
             let mut q = lock(&raw.queue);
             let Some(w) = q.poll(key, cx.waker()) else {
-                return crate::sched::wait::pending(crate::sched::wait::WaitReason::Mutex);
+                return crate::sched::wait::pending(crate::sched::wait::WaitReason::Mutex, cx);
             };
             drop(q);
             this.key = None;
@@ -405,7 +405,10 @@ impl Future for RawLock<'_> {
                         } else {
                             q.push_back(data, cx.waker())
                         });
-                        return crate::sched::wait::pending(crate::sched::wait::WaitReason::Mutex);
+                        return crate::sched::wait::pending(
+                            crate::sched::wait::WaitReason::Mutex,
+                            cx,
+                        );
                     }
                     Err(cur) => old = cur,
                 }

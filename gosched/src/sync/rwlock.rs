@@ -314,7 +314,7 @@ impl<'a, T: ?Sized> Future for RwLockReadFuture<'a, T> {
                     self.key = None;
                     Poll::Ready(l.read_guard())
                 }
-                None => crate::sched::wait::pending(crate::sched::wait::WaitReason::RwLock),
+                None => crate::sched::wait::pending(crate::sched::wait::WaitReason::RwLock, cx),
             };
         }
         if l.try_read_raw() {
@@ -332,7 +332,7 @@ impl<'a, T: ?Sized> Future for RwLockReadFuture<'a, T> {
                 Ok(_) if acquired => return Poll::Ready(l.read_guard()),
                 Ok(_) => {
                     self.key = Some(q.readers.push_back((), cx.waker()));
-                    return crate::sched::wait::pending(crate::sched::wait::WaitReason::RwLock);
+                    return crate::sched::wait::pending(crate::sched::wait::WaitReason::RwLock, cx);
                 }
                 Err(cur) => s = cur,
             }
@@ -376,7 +376,7 @@ impl<'a, T: ?Sized> Future for RwLockWriteFuture<'a, T> {
                     self.key = None;
                     Poll::Ready(l.write_guard())
                 }
-                None => crate::sched::wait::pending(crate::sched::wait::WaitReason::RwLock),
+                None => crate::sched::wait::pending(crate::sched::wait::WaitReason::RwLock, cx),
             };
         }
         if l.state
@@ -395,7 +395,7 @@ impl<'a, T: ?Sized> Future for RwLockWriteFuture<'a, T> {
                 Ok(_) if free => return Poll::Ready(l.write_guard()),
                 Ok(_) => {
                     self.key = Some(q.writers.push_back((), cx.waker()));
-                    return crate::sched::wait::pending(crate::sched::wait::WaitReason::RwLock);
+                    return crate::sched::wait::pending(crate::sched::wait::WaitReason::RwLock, cx);
                 }
                 Err(cur) => s = cur,
             }

@@ -248,7 +248,7 @@ impl Future for SemaphoreAcquireFuture<'_> {
                     self.key = None;
                     Poll::Ready(())
                 }
-                None => crate::sched::wait::pending(crate::sched::wait::WaitReason::Semaphore),
+                None => crate::sched::wait::pending(crate::sched::wait::WaitReason::Semaphore, cx),
             };
         }
         if sem.size - s.cur >= self.n && s.waiters.is_empty() {
@@ -256,7 +256,7 @@ impl Future for SemaphoreAcquireFuture<'_> {
             return Poll::Ready(());
         }
         self.key = Some(s.waiters.push_back(self.n, cx.waker()));
-        crate::sched::wait::pending(crate::sched::wait::WaitReason::Semaphore)
+        crate::sched::wait::pending(crate::sched::wait::WaitReason::Semaphore, cx)
     }
 }
 

@@ -211,7 +211,7 @@ impl Future for WaitGroupFuture<'_> {
                     self.key = None;
                     Poll::Ready(())
                 }
-                None => crate::sched::wait::pending(crate::sched::wait::WaitReason::WaitGroup),
+                None => crate::sched::wait::pending(crate::sched::wait::WaitReason::WaitGroup, cx),
             };
         }
         if inner.count.load(Acquire) == 0 {
@@ -222,7 +222,7 @@ impl Future for WaitGroupFuture<'_> {
             return Poll::Ready(());
         }
         self.key = Some(q.push_back((), cx.waker()));
-        crate::sched::wait::pending(crate::sched::wait::WaitReason::WaitGroup)
+        crate::sched::wait::pending(crate::sched::wait::WaitReason::WaitGroup, cx)
     }
 }
 

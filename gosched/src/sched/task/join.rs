@@ -86,7 +86,7 @@ impl<T> Future for JoinHandle<T> {
             )
         };
         if out.is_pending() {
-            crate::sched::wait::note(crate::sched::wait::WaitReason::Join);
+            crate::sched::wait::note(crate::sched::wait::WaitReason::Join, cx);
         }
         out
     }

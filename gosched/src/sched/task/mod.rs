@@ -78,9 +78,18 @@ impl fmt::Display for TaskId {
     }
 }
 
+/// Field order is fixed (`repr(C)`) so that what every poll and wake
+/// touches — the state word, the vtable, the wait word — shares the cell's
+/// first cache line with the scheduler handle (`Cell`); the rest is read at
+/// spawn, first run, park and completion.
+#[repr(C)]
 pub(crate) struct Header {
     pub(crate) state: State,
     vtable: &'static Vtable,
+    /// Why and since when the task last parked (`sched/wait.rs`): cleared as
+    /// each poll begins, set by a gosched future that returns `Pending`,
+    /// read by dumps. A statistic: std atomic, outside loom's model.
+    pub(crate) wait: std::sync::atomic::AtomicU64,
     pub(crate) id: u64,
     /// Owned-list links, guarded by the owned-list shard lock.
     pub(crate) owned_prev: UnsafeCell<Option<NonNull<Header>>>,
@@ -94,10 +103,6 @@ pub(crate) struct Header {
     /// goroutine dump (`sched/wait.rs`). Fixed at spawn.
     pub(crate) goroutine: bool,
     pub(crate) site: &'static std::panic::Location<'static>,
-    /// Why and since when the task last parked (`sched/wait.rs`): written by
-    /// the poll that returned `Pending`, read by dumps. A statistic: std
-    /// atomic, outside loom's model.
-    pub(crate) wait: std::sync::atomic::AtomicU64,
     /// The M it is pinned to, once it has started (`None` before its first run,
     /// and always for async tasks and migratable goroutines). Written once, by
     /// the M about to run it for the first time (it holds the run-queue
@@ -448,6 +453,11 @@ unsafe fn poll<F: Future, S: Schedule>(ptr: NonNull<Header>) -> Outcome {
             return Outcome::Done;
         }
     }
+    // No wait reason until a gosched future of this poll notes one
+    // (`sched/wait.rs`): a plain store to a line the CAS above just took.
+    cell.header
+        .wait
+        .store(0, std::sync::atomic::Ordering::Relaxed);
     // A waker borrowed for the poll: it does not own a reference (the run-queue
     // reference we hold outlives the poll); `clone` on it takes a real one.
     // SAFETY: `ptr` is a live task for the duration of the poll.
@@ -464,15 +474,8 @@ unsafe fn poll<F: Future, S: Schedule>(ptr: NonNull<Header>) -> Outcome {
             }
         })
     }));
-    // Why it parks, if a gosched future said (`sched/wait.rs`); taken
-    // after every poll so that a reason never outlives its poll.
-    let reason = super::wait::take();
     match res {
         Ok(Poll::Pending) => {
-            cell.header.wait.store(
-                super::wait::word(reason),
-                std::sync::atomic::Ordering::Relaxed,
-            );
             // SAFETY: RUNNING is ours: we may read and set `owned_linked`.
             let linked = cell.header.owned_linked.with(|l| unsafe { *l });
             if !linked {
@@ -670,6 +673,21 @@ unsafe fn dealloc<F: Future, S>(ptr: NonNull<Header>) {
 
 static WAKER_VTABLE: RawWakerVTable =
     RawWakerVTable::new(waker_clone, waker_wake, waker_wake_by_ref, waker_drop);
+
+/// The task a waker belongs to, if it is one of ours (the waker the harness
+/// lends a poll, or a clone of it): gosched futures note their wait reason
+/// there (`sched/wait.rs`).
+#[inline]
+pub(crate) fn header_of(waker: &Waker) -> Option<&Header> {
+    if ptr::eq(waker.vtable(), &WAKER_VTABLE) {
+        // SAFETY: a waker with our vtable carries a live task header (it
+        // holds a reference, or borrows the poll's run-queue reference),
+        // alive at least as long as the waker is borrowed.
+        Some(unsafe { &*(waker.data() as *const Header) })
+    } else {
+        None
+    }
+}
 
 fn raw_waker(ptr: NonNull<Header>) -> RawWaker {
     RawWaker::new(ptr.as_ptr() as *const (), &WAKER_VTABLE)
