@@ -160,3 +160,55 @@ fn every_wait_reason_with_its_spawn_site_and_a_growing_wait() {
         }
     }
 }
+
+const SIGQUIT_CHILD: &str = "GOSCHED_TEST_SIGQUIT_CHILD";
+
+/// Parks a goroutine on a channel, then sends itself SIGQUIT and waits to
+/// be ended by the runtime's watcher (built with `GOSCHED_DEBUG=sigquit=1`
+/// by the parent below).
+#[test]
+fn sigquit_child() {
+    if std::env::var_os(SIGQUIT_CHILD).is_none() {
+        return; // only meaningful as the child of the test below
+    }
+    let rt = gosched::Builder::new().procs(2).build().unwrap();
+    let ch = gosched::chan::<u32>(0);
+    let rx = ch.clone();
+    let _h = rt.go(move || rx.recv());
+    while !dump(&rt).contains("[chan receive") {
+        std::thread::yield_now();
+    }
+    let pid = std::process::id().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-QUIT", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    // The watcher dumps and exits with status 2; if it does not within
+    // 10 s, exit 0 so that the parent sees the wrong status.
+    std::thread::sleep(Duration::from_secs(10));
+    drop(ch);
+    std::process::exit(0);
+}
+
+/// `GOSCHED_DEBUG=sigquit=1`: SIGQUIT prints the goroutine dump to stderr
+/// and exits with status 2, as Go does.
+#[test]
+fn sigquit_dumps_goroutines_and_exits_2() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "sigquit_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(SIGQUIT_CHILD, "1")
+        .env("GOSCHED_DEBUG", "sigquit=1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(err.contains("SIGQUIT: quit"), "{err}");
+    assert!(err.contains("[chan receive, "), "{err}");
+    assert!(err.contains("tests/dump.rs:"), "{err}");
+}

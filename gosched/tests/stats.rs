@@ -301,3 +301,64 @@ fn scheddetail_lists_every_p_and_m() {
         assert_eq!(ps.len() + ms, block.len(), "an unknown line:\n{block:#?}");
     }
 }
+
+const HOGS_CHILD: &str = "GOSCHED_TEST_HOGS_CHILD";
+
+/// On 1 P, an async task spins 100 ms without a runtime call while another
+/// waits behind it (run with `GOSCHED_DEBUG=hogs=1` by the parent below).
+#[test]
+fn hogs_child() {
+    if std::env::var_os(HOGS_CHILD).is_none() {
+        return; // only meaningful as the child of the test below
+    }
+    let rt = gosched::Builder::new().procs(1).build().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    println!("hog spawned at line {}", line!() + 1);
+    let hog = rt.spawn(async move {
+        while !st.load(Relaxed) {
+            std::hint::spin_loop();
+        }
+    });
+    assert_eq!(rt.block_on(rt.spawn(async { 1 })).unwrap(), 1);
+    stop.store(true, Relaxed);
+    rt.block_on(hog).unwrap();
+}
+
+/// `GOSCHED_DEBUG=hogs=1`: sysmon names the task it asks to yield and the
+/// one whose P it hands off, with its spawn site.
+#[test]
+fn hog_report_names_the_task_and_its_spawn_site() {
+    let _s = serial();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "hogs_child", "--nocapture", "--test-threads=1"])
+        .env(HOGS_CHILD, "1")
+        .env("GOSCHED_DEBUG", "hogs=1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line: u32 = stdout
+        .lines()
+        // (libtest prints "test hogs_child ... " on the same line first)
+        .find_map(|l| l.split("hog spawned at line ").nth(1))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let site = format!("tests/stats.rs:{line}:");
+    let asked = regex::Regex::new(
+        r"^gosched: hog: task \d+ spawned at \S+ has run \d+ ms without a runtime call; asked to yield at its next runtime call$",
+    )
+    .unwrap();
+    assert!(
+        err.lines().any(|l| asked.is_match(l) && l.contains(&site)),
+        "no 'asked to yield' report naming {site}:\n{err}"
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.contains(&site) && l.contains("P0 handed to another M")),
+        "no hand-off report naming {site}:\n{err}"
+    );
+}

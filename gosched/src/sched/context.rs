@@ -92,6 +92,13 @@ pub(crate) fn register_runtime(shared: &Arc<Shared>) {
     all.push((shared.stacks.id(), Arc::downgrade(shared)));
 }
 
+/// Every live runtime (the `SIGQUIT` dump).
+#[cfg(not(loom))]
+pub(crate) fn all_runtimes() -> Vec<Arc<Shared>> {
+    let all = RUNTIMES.lock().unwrap_or_else(|e| e.into_inner());
+    all.iter().filter_map(|(_, w)| w.upgrade()).collect()
+}
+
 /// The live runtime whose stack pool has id `pool`.
 #[cfg(not(loom))]
 pub(crate) fn runtime_of_pool(pool: u32) -> Option<Arc<Shared>> {

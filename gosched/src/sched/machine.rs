@@ -695,6 +695,11 @@ impl MachineCtx {
         self.poll_seq.set(self.poll_seq.get().wrapping_add(1));
         self.in_poll.set(true);
         self.running.set(Some(task.raw()));
+        #[cfg(not(loom))]
+        if self.shared.debug.hogs {
+            let h = task.header();
+            p.running.set(h.id, h.goroutine, h.site);
+        }
         let polled = task.run();
         self.running.set(None);
         self.in_poll.set(false);

@@ -54,6 +54,8 @@ pub(crate) mod procresize;
 pub(crate) mod ready;
 pub(crate) mod runq;
 pub(crate) mod shutdown;
+#[cfg(not(loom))]
+pub(crate) mod sigquit;
 pub(crate) mod stats;
 pub(crate) mod status;
 pub(crate) mod syscall;
@@ -236,6 +238,10 @@ impl Shared {
         });
         #[cfg(not(loom))]
         context::register_runtime(&shared);
+        #[cfg(not(loom))]
+        if shared.debug.sigquit {
+            sigquit::install();
+        }
         shared
     }
 

@@ -54,6 +54,9 @@ pub(crate) struct Processor {
     pub(crate) timers: std::sync::Arc<Timers>,
     /// Steals, hand-offs, preemptions (`stats.rs`).
     pub(crate) counters: super::stats::PCounters,
+    /// The task whose poll runs on this P, for sysmon's hog report
+    /// (`GOSCHED_DEBUG=hogs=1` only; owner-written at each poll then).
+    pub(crate) running: super::stats::RunningTask,
     local: UnsafeCell<Local>,
 }
 
@@ -103,6 +106,7 @@ impl Processor {
             completed: AtomicU64::new(0),
             timers: Timers::new(),
             counters: Default::default(),
+            running: Default::default(),
             local: UnsafeCell::new(Local {
                 #[cfg(not(loom))]
                 stacks: StackCache::new(),

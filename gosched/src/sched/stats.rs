@@ -59,6 +59,42 @@ pub(crate) struct PCounters {
     pub(crate) syscall_retakes: Counter,
 }
 
+/// The task polling on a P, as its owner last recorded it: id and spawn
+/// site (a `&'static Location`, so safe to read whenever; never a pointer
+/// to the task, which may be freed by the time sysmon looks).
+#[derive(Default)]
+pub(crate) struct RunningTask {
+    id: AtomicU64,
+    site: std::sync::atomic::AtomicPtr<std::panic::Location<'static>>,
+}
+
+impl RunningTask {
+    /// The owner, as a poll begins.
+    pub(crate) fn set(
+        &self,
+        id: u64,
+        goroutine: bool,
+        site: &'static std::panic::Location<'static>,
+    ) {
+        self.id.store(id | (u64::from(goroutine) << 63), Relaxed);
+        self.site.store(
+            (site as *const std::panic::Location<'static>).cast_mut(),
+            Relaxed,
+        );
+    }
+
+    /// ("goroutine" or "task", id, spawn site), if any poll was recorded.
+    pub(crate) fn get(
+        &self,
+    ) -> Option<(&'static str, u64, &'static std::panic::Location<'static>)> {
+        let site = self.site.load(Relaxed);
+        let id = self.id.load(Relaxed);
+        let kind = if id >> 63 == 1 { "goroutine" } else { "task" };
+        // SAFETY: only `set` stores here, from a `&'static Location`.
+        unsafe { site.as_ref() }.map(|s| (kind, id & !(1 << 63), s))
+    }
+}
+
 /// What a P is doing (its status word's state).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PState {
@@ -364,12 +400,17 @@ impl Shared {
 }
 
 /// `GOSCHED_DEBUG` (Go's `GODEBUG` for the scheduler): comma-separated
-/// `name=value` pairs; `schedtrace=N` (ms) and `scheddetail=1` so far.
+/// `name=value` pairs: `schedtrace=N` (ms), `scheddetail=1`, `sigquit=1`,
+/// `hogs=1`.
 #[cfg(not(loom))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Debug {
     pub(crate) schedtrace_ms: u64,
     pub(crate) scheddetail: bool,
+    /// Dump every goroutine and exit 2 on SIGQUIT (`sigquit.rs`).
+    pub(crate) sigquit: bool,
+    /// sysmon reports the tasks it asks to yield and whose P it hands off.
+    pub(crate) hogs: bool,
 }
 
 #[cfg(not(loom))]
@@ -388,6 +429,8 @@ impl Debug {
             match k.trim() {
                 "schedtrace" => d.schedtrace_ms = v.trim().parse().unwrap_or(0),
                 "scheddetail" => d.scheddetail = v.trim() == "1",
+                "sigquit" => d.sigquit = v.trim() == "1",
+                "hogs" => d.hogs = v.trim() == "1",
                 _ => {}
             }
         }
@@ -406,16 +449,21 @@ mod tests {
             Debug::parse("schedtrace=1000,scheddetail=1"),
             Debug {
                 schedtrace_ms: 1000,
-                scheddetail: true
+                scheddetail: true,
+                sigquit: false,
+                hogs: false
             }
         );
         assert_eq!(
             Debug::parse(" schedtrace = 20 , other=3,scheddetail=0,junk"),
             Debug {
                 schedtrace_ms: 20,
-                scheddetail: false
+                scheddetail: false,
+                sigquit: false,
+                hogs: false
             }
         );
         assert_eq!(Debug::parse("schedtrace=x").schedtrace_ms, 0);
+        assert!(Debug::parse("sigquit=1").sigquit);
     }
 }

@@ -378,6 +378,9 @@ impl Shared {
                     {
                         if let Some(m) = self.owner_of(pi) {
                             p.counters.preempt_requests.add(1);
+                            if self.hogs_on() {
+                                self.report_hog(pi, now.saturating_sub(rec.execwhen), false);
+                            }
                             super::preempt::request(m);
                             // The poll may have ended (and its M gone idle)
                             // since we read the word: then take it back.
@@ -402,9 +405,13 @@ impl Shared {
                         && self.p_needed(pi, now, rec)
                         && p.status.retake(word)
                     {
+                        let ran = now.saturating_sub(rec.execwhen);
                         rec.execwhen = now;
                         look.acted = true;
                         p.counters.user_retakes.add(1);
+                        if self.hogs_on() {
+                            self.report_hog(pi, ran, true);
+                        }
                         self.handoffp(pi);
                         continue;
                     }
@@ -429,6 +436,34 @@ impl Shared {
             self.wakep();
         }
         look
+    }
+
+    /// `GOSCHED_DEBUG=hogs=1` (never under loom).
+    #[inline]
+    fn hogs_on(&self) -> bool {
+        #[cfg(not(loom))]
+        return self.debug.hogs;
+        #[cfg(loom)]
+        false
+    }
+
+    /// `GOSCHED_DEBUG=hogs=1`: say which task sysmon asked to yield, or
+    /// whose P it handed off, and how long its poll has run.
+    #[cold]
+    fn report_hog(&self, pi: usize, ran_ns: u64, handed_off: bool) {
+        let what = if handed_off {
+            format!("still running; P{pi} handed to another M")
+        } else {
+            "asked to yield at its next runtime call".to_string()
+        };
+        match self.procs[pi].running.get() {
+            Some((kind, id, site)) => eprintln!(
+                "gosched: hog: {kind} {id} spawned at {site} has run {} ms without a \
+                 runtime call; {what}",
+                ran_ns / 1_000_000
+            ),
+            None => eprintln!("gosched: hog on P{pi}: {what}"),
+        }
     }
 
     /// The M that last ran a task on P `pi`.

@@ -9,21 +9,23 @@ use std::task::{Context, Poll, Waker};
 
 /// A minimal one-shot signal: `Gate::wait()` is a future that completes once
 /// `open()` was called (from any thread). Used to park goroutines and tasks
-/// until channels exist.
+/// until channels exist. Any number may wait: `open` wakes them all (it
+/// once kept only the last waiter's waker, so a test with several waiters
+/// that had all parked before `open` hung — seen in CI under load).
 #[derive(Clone, Default)]
-pub struct Gate(Arc<Mutex<(bool, Option<Waker>)>>);
+pub struct Gate(Arc<Mutex<(bool, Vec<Waker>)>>);
 
 impl Gate {
     pub fn new() -> Self {
         Gate::default()
     }
     pub fn open(&self) {
-        let w = {
+        let ws = {
             let mut g = self.0.lock().unwrap();
             g.0 = true;
-            g.1.take()
+            std::mem::take(&mut g.1)
         };
-        if let Some(w) = w {
+        for w in ws {
             w.wake();
         }
     }
@@ -32,7 +34,7 @@ impl Gate {
     }
 }
 
-pub struct GateWait(Arc<Mutex<(bool, Option<Waker>)>>);
+pub struct GateWait(Arc<Mutex<(bool, Vec<Waker>)>>);
 
 impl Future for GateWait {
     type Output = ();
@@ -41,7 +43,9 @@ impl Future for GateWait {
         if g.0 {
             Poll::Ready(())
         } else {
-            g.1 = Some(cx.waker().clone());
+            if !g.1.iter().any(|w| w.will_wake(cx.waker())) {
+                g.1.push(cx.waker().clone());
+            }
             Poll::Pending
         }
     }
