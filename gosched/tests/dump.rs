@@ -2,6 +2,10 @@
 //! parked on each kind of primitive show the right wait reason, a wait time
 //! that grows, and the line of this file that spawned them.
 
+// One spawn runs inside `block_on(async { .. })` to land on the test's
+// runtime; its handle is the result wanted, not something to await.
+#![allow(clippy::async_yields_async)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -54,6 +58,9 @@ fn every_wait_reason_with_its_spawn_site_and_a_growing_wait() {
     assert!(sem.try_acquire(1)); // held by the test: the waiter parks
     let never = gosched::chan::<()>(0);
     let task_ch = gosched::chan::<u32>(0);
+    let timeout_ch = gosched::chan::<u32>(0);
+    let wg_ch = gosched::chan::<u32>(0);
+    let wg_go = WaitGroup::new();
 
     // Held by the test thread while the waiters park.
     let guard = mutex.lock();
@@ -111,6 +118,18 @@ fn every_wait_reason_with_its_spawn_site_and_a_growing_wait() {
     at!("task", "chan receive", rt.spawn(recv_task));
     let forever = || gosched::block_on(std::future::pending::<()>());
     at!("goroutine", "block_on", rt.go(forever));
+    // A bounded receive names the receive, not its timer.
+    let to_rx = timeout_ch.clone();
+    let bounded = move || assert_eq!(to_rx.recv_timeout(Duration::from_secs(30)), Ok(5));
+    at!("goroutine", "chan receive", rt.go(bounded));
+    // Spawned through a WaitGroup: the site is still this file's line.
+    // (Inside `block_on`, so that it spawns on `rt`, not the global runtime.)
+    let wg_rx = wg_ch.clone();
+    let fw = move || assert_eq!(wg_rx.recv(), Some(6));
+    let wgg = &wg_go;
+    // (The handle is the result we want, not something to await.)
+    #[rustfmt::skip]
+    at!("goroutine", "chan receive", rt.block_on(async { wgg.go(fw) }));
 
     // Wait until every one of them shows as parked with its reason.
     let t = Instant::now();
@@ -152,13 +171,15 @@ fn every_wait_reason_with_its_spawn_site_and_a_growing_wait() {
     sem.release(1);
     never.send(()).unwrap();
     task_ch.send(1).unwrap();
-    let n = hs.len();
-    // Join all but the sleeper and the block_on (the last one).
+    timeout_ch.send(5).unwrap();
+    wg_ch.send(6).unwrap();
+    // Join all but the sleeper (3) and the block_on (11).
     for (i, h) in hs.into_iter().enumerate() {
-        if i != 3 && i != n - 1 {
+        if i != 3 && i != 11 {
             rt.block_on(h).unwrap();
         }
     }
+    wg_go.wait();
 }
 
 const SIGQUIT_CHILD: &str = "GOSCHED_TEST_SIGQUIT_CHILD";

@@ -186,6 +186,52 @@ fn snapshots_under_load_are_consistent() {
     assert!(looks > 10);
 }
 
+/// The snapshot tells parked from running: 10 goroutines parked on a
+/// channel and 2 async tasks spinning (one per P) show as `parked >= 10`
+/// and `running == 2`.
+#[test]
+fn parked_and_running_are_told_apart() {
+    let _s = serial();
+    let rt = gosched::Builder::new().procs(2).build().unwrap();
+    let ch = gosched::chan::<()>(0);
+    let parked: Vec<_> = (0..10)
+        .map(|_| {
+            let rx = ch.clone();
+            rt.go(move || assert_eq!(rx.recv(), None))
+        })
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let spinners: Vec<_> = (0..2)
+        .map(|_| {
+            let st = stop.clone();
+            rt.spawn(async move {
+                while !st.load(Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    let t = Instant::now();
+    let s = loop {
+        let s = rt.stats();
+        if (s.parked >= 10 && s.running == 2) || t.elapsed() > Duration::from_secs(5) {
+            break s;
+        }
+        std::thread::yield_now();
+    };
+    stop.store(true, Relaxed);
+    ch.close().unwrap();
+    for h in spinners {
+        rt.block_on(h).unwrap();
+    }
+    for h in parked {
+        rt.block_on(h).unwrap();
+    }
+    assert!(s.parked >= 10, "{s:?}");
+    assert_eq!(s.running, 2, "{s:?}");
+    assert_eq!(s.idle_procs, 0, "{s:?}");
+}
+
 const TRACE_CHILD: &str = "GOSCHED_TEST_SCHEDTRACE_CHILD";
 
 /// Runs 200 ms of work on 2 Ps in a runtime built with `GOSCHED_DEBUG` set

@@ -15,6 +15,14 @@
 //! | `handoffs` | whoever holds the P RETAKEN and calls `handoffp` (sysmon, a locked M, an M entering a slow syscall): the status word passes the P between them |
 //! | `preempt_requests`, `user_retakes`, `syscall_retakes` | sysmon |
 //!
+//! Limits: `steals_in`/`stolen` take the thief's ring length before and
+//! after a steal, so a steal from the thief's own ring in between (by a
+//! third M) makes both sides count a little less. `running` counts Ps in a
+//! poll: a goroutine in an in-place syscall or running P-less after a
+//! retake counts as `parked`, and `in_syscall` counts only Ps still in
+//! SYSCALL (a call whose P sysmon retook drops out). Schedtrace lines come
+//! from sysmon: none with `Builder::sysmon(false)` / `GOSCHED_SYSMON=0`.
+//!
 //! The counters are std atomics, outside loom's model: statistics, never
 //! synchronisation. A snapshot is not atomic: each number is exact when
 //! read, but together they are a blur of the moment (as Go's are).

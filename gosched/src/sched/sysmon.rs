@@ -314,6 +314,9 @@ impl Shared {
                 delay = delay.min(DELAY_WATCH_US);
             }
         }
+        // Nobody keeps the wait clock once we are gone (`wait.rs`): a frozen
+        // time would stamp later waits in other runtimes with it.
+        super::wait::clock_unkept();
     }
 
     /// Unless the user chose the procs, follow the cgroup CPU quota

@@ -19,6 +19,15 @@
 //! reading the clock on every park in a gosched future still cost W3 async
 //! 1.17x.)
 //!
+//! Limits: the word is cleared only when a poll begins, so a gosched
+//! future that returned `Pending` and was then dropped within the same poll
+//! (a `select` of futures where another branch won, a `poll!`) leaves its
+//! reason behind if the poll then pends on a foreign future. `Sleep` notes
+//! only if nothing else did in that poll (`pending_unless_noted`), so a
+//! `recv_timeout` or `time::timeout` names the operation, not its timer.
+//! The time is sysmon's (`NOW_MS`, ≤ 10 ms old); sysmon clears it when it
+//! sleeps or exits, and then the clock is read.
+//!
 //! # The dump
 //!
 //! The runtime's owned list holds every task that has parked at least once
@@ -132,6 +141,23 @@ pub(crate) fn clock_unkept() {
     NOW_MS.store(0, Relaxed);
 }
 
+/// As `note`, unless this poll noted a reason already: for `Sleep`, the
+/// weakest reason — a `recv_timeout`, `send_timeout` or `time::timeout`
+/// polls its timer after the operation it bounds, and the dump should name
+/// the operation.
+#[inline]
+pub(crate) fn pending_unless_noted<T>(
+    reason: WaitReason,
+    cx: &std::task::Context<'_>,
+) -> std::task::Poll<T> {
+    if let Some(h) = super::task::header_of(cx.waker()) {
+        if h.wait.load(Relaxed) >> REASON_SHIFT == 0 {
+            h.wait.store(word(reason as u8), Relaxed);
+        }
+    }
+    std::task::Poll::Pending
+}
+
 /// `note(reason, cx)`, then `Poll::Pending`: the return of a gosched future
 /// that parks.
 #[inline]
@@ -177,39 +203,47 @@ impl super::Shared {
     /// still alive: id, kind, state, wait reason and time, spawn site.
     pub(crate) fn dump_goroutines(&self, w: &mut dyn Write) -> io::Result<()> {
         let now = coarse_ms();
-        let mut listed = 0usize;
-        let mut lines = Vec::new();
+        // Copy under the shard locks, format after (a task parking for the
+        // first time, or completing, waits for the lock meanwhile).
+        let mut seen = Vec::new();
         self.owned.for_each(|h| {
             let st = h.state.load();
-            if st.is_complete() {
-                return;
+            if !st.is_complete() {
+                let run = if st.is_running() {
+                    Some("running")
+                } else if st.is_notified() {
+                    Some("runnable")
+                } else {
+                    None
+                };
+                seen.push((h.id, h.goroutine, h.site, run, h.wait.load(Relaxed)));
             }
-            let kind = if h.goroutine { "goroutine" } else { "task" };
-            let wait = h.wait.load(Relaxed);
-            let state = if st.is_running() {
-                "running".to_string()
-            } else if st.is_notified() {
-                "runnable".to_string()
+        });
+        let listed = seen.len();
+        let mut lines = Vec::new();
+        for (id, goroutine, site, run, wait) in seen {
+            let kind = if goroutine { "goroutine" } else { "task" };
+            let state = if let Some(run) = run {
+                run.to_string()
             } else {
                 let reason = WaitReason::from_u8((wait >> REASON_SHIFT) as u8);
                 let since = wait & ((1 << REASON_SHIFT) - 1);
                 if reason == WaitReason::None {
                     // Not a gosched future: no time was recorded.
-                    reason.describe(h.goroutine).to_string()
+                    reason.describe(goroutine).to_string()
                 } else {
                     format!(
                         "{}, {}",
-                        reason.describe(h.goroutine),
+                        reason.describe(goroutine),
                         minutes_or_ms(now.saturating_sub(since))
                     )
                 }
             };
             lines.push((
-                h.id,
-                format!("{kind} {} [{state}]:\n\tspawned at {}\n\n", h.id, h.site),
+                id,
+                format!("{kind} {id} [{state}]:\n\tspawned at {site}\n\n"),
             ));
-            listed += 1;
-        });
+        }
         lines.sort_by_key(|(id, _)| *id);
         for (_, l) in &lines {
             w.write_all(l.as_bytes())?;

@@ -143,6 +143,7 @@ impl WaitGroup {
     ///
     /// # Panics
     /// If no goroutine stack can be reserved (the counter is left unchanged).
+    #[track_caller]
     pub fn go<F, T>(&self, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -162,6 +163,7 @@ impl WaitGroup {
 
     /// Like [`go`](Self::go) for an async task: `done()` when the future finishes,
     /// panics, or is cancelled.
+    #[track_caller]
     pub fn spawn<F>(&self, fut: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,

@@ -503,7 +503,7 @@ impl Future for Sleep {
                         _ => *w = Some(cx.waker().clone()),
                     }
                 }
-                crate::sched::wait::pending(crate::sched::wait::WaitReason::Sleep, cx)
+                crate::sched::wait::pending_unless_noted(crate::sched::wait::WaitReason::Sleep, cx)
             }
             None => {
                 let when = instant_to_ns(self.deadline);
@@ -512,7 +512,7 @@ impl Future for Sleep {
                         // Due already: park once anyway, as a yield (woken by
                         // ourselves, we go to the back of the local queue).
                         cx.waker().wake_by_ref();
-                        return crate::sched::wait::pending(
+                        return crate::sched::wait::pending_unless_noted(
                             crate::sched::wait::WaitReason::Sleep,
                             cx,
                         );
@@ -523,7 +523,7 @@ impl Future for Sleep {
                 let entry = TimerEntry::with_target(Target::Wake(Some(cx.waker().clone())), 0);
                 self.entry = Some(entry.clone());
                 add_timer(when, entry);
-                crate::sched::wait::pending(crate::sched::wait::WaitReason::Sleep, cx)
+                crate::sched::wait::pending_unless_noted(crate::sched::wait::WaitReason::Sleep, cx)
             }
         }
     }
