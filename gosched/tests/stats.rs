@@ -305,7 +305,8 @@ fn schedtrace_prints_go_s_sched_lines() {
     );
 }
 
-/// `scheddetail=1`: the summary line, then a line per P and per M.
+/// `scheddetail=1`: the summary line, then a line per P, per M, and per
+/// goroutine or task that has parked (Go's G lines).
 #[test]
 fn scheddetail_lists_every_p_and_m() {
     let _s = serial();
@@ -321,6 +322,8 @@ fn scheddetail_lists_every_p_and_m() {
     let m_line =
         regex::Regex::new(r"^  M\d+: p=(nil|\d+) homed=\d+ inbox=\d+ retired=(true|false)$")
             .unwrap();
+    let g_line = regex::Regex::new(r"^  G\d+: status=[124]\([^)]*\) (goroutine|task)$").unwrap();
+    let mut g_lines = 0;
     let lines: Vec<&str> = err.lines().collect();
     let heads: Vec<usize> = (0..lines.len())
         .filter(|&i| lines[i].starts_with("SCHED"))
@@ -344,8 +347,17 @@ fn scheddetail_lists_every_p_and_m() {
         assert_eq!(ps, ["0", "1"], "every P listed once, in order:\n{block:#?}");
         let ms = block.iter().filter(|l| m_line.is_match(l)).count();
         assert!(ms >= 1, "no M lines:\n{block:#?}");
-        assert_eq!(ps.len() + ms, block.len(), "an unknown line:\n{block:#?}");
+        let gs = block.iter().filter(|l| g_line.is_match(l)).count();
+        g_lines += gs;
+        assert_eq!(
+            ps.len() + ms + gs,
+            block.len(),
+            "an unknown line:\n{block:#?}"
+        );
     }
+    // The yielding goroutines have parked (a yield is a `Pending`): listed
+    // while they run.
+    assert!(g_lines >= 1, "no G lines in any block:\n{err}");
 }
 
 const HOGS_CHILD: &str = "GOSCHED_TEST_HOGS_CHILD";

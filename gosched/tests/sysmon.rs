@@ -455,10 +455,33 @@ fn ms_exit_and_return_under_churn() {
 /// bound) over 200 ms (Go's test runs 100 ms; a debug build's slower steps
 /// and sysmon's backed-off looks make the first hand-over later here).
 /// Without the time slice the first pair would keep the P.
+///
+/// With other processes competing for the CPU the bound is sometimes
+/// missed (2 runs in 5 with two busy loops beside it, before and after the
+/// session that added this note; a CI run that shared the box failed it):
+/// each mode gets three tries and must meet it once. Without the time
+/// slice every try fails.
 #[test]
 fn ping_pong_pairs_share_one_p() {
     let _s = serial();
-    for rt in [rt(1), migrating(1)] {
+    for (mode, make) in [
+        ("default", rt as fn(usize) -> gosched::Runtime),
+        ("migrating", migrating),
+    ] {
+        let tries: Vec<(u64, u64)> = (0..3).map(|_| ping_pong_once(make(1))).collect();
+        eprintln!("{mode}: (hog, light) per try: {tries:?}");
+        assert!(
+            tries
+                .iter()
+                .any(|&(hog, light)| hog / 20 <= light && light / 20 <= hog),
+            "{mode}: one pair kept the P in every try: {tries:?}"
+        );
+    }
+}
+
+/// One 200 ms run of the two pairs: (hog pair's count, light pair's count).
+fn ping_pong_once(rt: gosched::Runtime) -> (u64, u64) {
+    {
         let (hog, light) = rt
             .block_on(rt.go(|| {
                 let done = Arc::new(AtomicBool::new(false));
@@ -502,11 +525,7 @@ fn ping_pong_pairs_share_one_p() {
                 (hog_count.load(Relaxed), light_count.load(Relaxed))
             }))
             .unwrap();
-        eprintln!("hog {hog} light {light}");
-        assert!(
-            hog / 20 <= light && light / 20 <= hog,
-            "one pair kept the P: hog {hog}, light {light}"
-        );
+        (hog, light)
     }
 }
 

@@ -403,6 +403,13 @@ impl Shared {
                 m.is_retired()
             );
         }
+        // Go's G lines, for the goroutines and tasks that have parked
+        // (`wait.rs`; those that never did are not listed).
+        for g in self.parked_snapshot() {
+            let (status, reason) = g.go_status();
+            let kind = if g.goroutine { "goroutine" } else { "task" };
+            let _ = writeln!(out, "  G{}: status={status}({reason}) {kind}", g.id);
+        }
         out
     }
 }

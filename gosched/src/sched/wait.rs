@@ -203,50 +203,22 @@ impl super::Shared {
     /// still alive: id, kind, state, wait reason and time, spawn site.
     pub(crate) fn dump_goroutines(&self, w: &mut dyn Write) -> io::Result<()> {
         let now = coarse_ms();
-        // Copy under the shard locks, format after (a task parking for the
-        // first time, or completing, waits for the lock meanwhile).
-        let mut seen = Vec::new();
-        self.owned.for_each(|h| {
-            let st = h.state.load();
-            if !st.is_complete() {
-                let run = if st.is_running() {
-                    Some("running")
-                } else if st.is_notified() {
-                    Some("runnable")
-                } else {
-                    None
-                };
-                seen.push((h.id, h.goroutine, h.site, run, h.wait.load(Relaxed)));
-            }
-        });
+        let seen = self.parked_snapshot();
         let listed = seen.len();
-        let mut lines = Vec::new();
-        for (id, goroutine, site, run, wait) in seen {
-            let kind = if goroutine { "goroutine" } else { "task" };
-            let state = if let Some(run) = run {
-                run.to_string()
-            } else {
-                let reason = WaitReason::from_u8((wait >> REASON_SHIFT) as u8);
-                let since = wait & ((1 << REASON_SHIFT) - 1);
-                if reason == WaitReason::None {
-                    // Not a gosched future: no time was recorded.
-                    reason.describe(goroutine).to_string()
-                } else {
-                    format!(
-                        "{}, {}",
-                        reason.describe(goroutine),
-                        minutes_or_ms(now.saturating_sub(since))
-                    )
-                }
+        for g in &seen {
+            let kind = if g.goroutine { "goroutine" } else { "task" };
+            let state = match g.run {
+                Some(run) => run.to_string(),
+                // Not a gosched future: no time was recorded.
+                None if g.reason == WaitReason::None => g.reason.describe(g.goroutine).into(),
+                None => format!(
+                    "{}, {}",
+                    g.reason.describe(g.goroutine),
+                    minutes_or_ms(now.saturating_sub(g.since))
+                ),
             };
-            lines.push((
-                id,
-                format!("{kind} {id} [{state}]:\n\tspawned at {site}\n\n"),
-            ));
-        }
-        lines.sort_by_key(|(id, _)| *id);
-        for (_, l) in &lines {
-            w.write_all(l.as_bytes())?;
+            let line = format!("{kind} {} [{state}]:\n\tspawned at {}\n\n", g.id, g.site);
+            w.write_all(line.as_bytes())?;
         }
         let live = self.live_tasks();
         writeln!(
@@ -255,6 +227,66 @@ impl super::Shared {
              for their first run)",
             live.saturating_sub(listed)
         )
+    }
+}
+
+/// One entry of the owned list, as `parked_snapshot` copied it.
+#[cfg(not(loom))]
+pub(crate) struct Parked {
+    pub(crate) id: u64,
+    pub(crate) goroutine: bool,
+    pub(crate) site: &'static std::panic::Location<'static>,
+    /// "running" or "runnable"; `None` while parked.
+    pub(crate) run: Option<&'static str>,
+    pub(crate) reason: WaitReason,
+    /// Coarse ms when it parked (meaningless for `WaitReason::None`).
+    pub(crate) since: u64,
+}
+
+#[cfg(not(loom))]
+impl Parked {
+    /// Go's scheddetail status number (1 runnable, 2 running, 4 waiting)
+    /// and wait reason.
+    pub(crate) fn go_status(&self) -> (u8, &'static str) {
+        match self.run {
+            Some("running") => (2, ""),
+            Some(_) => (1, ""),
+            None => (4, self.reason.describe(self.goroutine)),
+        }
+    }
+}
+
+#[cfg(not(loom))]
+impl super::Shared {
+    /// Every task on the owned list that has not completed, sorted by id:
+    /// copied under the shard locks (a task parking for the first time, or
+    /// completing, waits for the lock meanwhile), formatted by the caller.
+    pub(crate) fn parked_snapshot(&self) -> Vec<Parked> {
+        let mut seen = Vec::new();
+        self.owned.for_each(|h| {
+            let st = h.state.load();
+            if st.is_complete() {
+                return;
+            }
+            let run = if st.is_running() {
+                Some("running")
+            } else if st.is_notified() {
+                Some("runnable")
+            } else {
+                None
+            };
+            let wait = h.wait.load(Relaxed);
+            seen.push(Parked {
+                id: h.id,
+                goroutine: h.goroutine,
+                site: h.site,
+                run,
+                reason: WaitReason::from_u8((wait >> REASON_SHIFT) as u8),
+                since: wait & ((1 << REASON_SHIFT) - 1),
+            });
+        });
+        seen.sort_by_key(|g| g.id);
+        seen
     }
 }
 
