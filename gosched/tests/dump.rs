@@ -61,6 +61,7 @@ fn every_wait_reason_with_its_spawn_site_and_a_growing_wait() {
     let timeout_ch = gosched::chan::<u32>(0);
     let wg_ch = gosched::chan::<u32>(0);
     let wg_go = WaitGroup::new();
+    let named_ch = gosched::chan::<u32>(0);
 
     // Held by the test thread while the waiters park.
     let guard = mutex.lock();
@@ -131,6 +132,12 @@ fn every_wait_reason_with_its_spawn_site_and_a_growing_wait() {
     #[rustfmt::skip]
     at!("goroutine", "chan receive", rt.block_on(async { wgg.go(fw) }));
 
+    // A named goroutine shows its name.
+    let nm_rx = named_ch.clone();
+    let fnm = move || assert_eq!(nm_rx.recv(), Some(7));
+    #[rustfmt::skip]
+    at!("goroutine", "chan receive", rt.block_on(async { gosched::Go::new().name("worker-7").spawn(fnm) }));
+
     // Wait until every one of them shows as parked with its reason.
     let t = Instant::now();
     let first = loop {
@@ -158,6 +165,10 @@ fn every_wait_reason_with_its_spawn_site_and_a_growing_wait() {
         "the sleeper's wait did not grow: {slept_before} ms, then {slept_after} ms"
     );
     assert!(second.contains("listed;"), "{second}");
+    assert!(
+        second.contains("\"worker-7\" [chan receive, "),
+        "the named goroutine's name is missing:\n{second}"
+    );
 
     // Release everyone (the sleeper and the block_on are cancelled at drop).
     recv_ch.send(1).unwrap();
@@ -173,6 +184,7 @@ fn every_wait_reason_with_its_spawn_site_and_a_growing_wait() {
     task_ch.send(1).unwrap();
     timeout_ch.send(5).unwrap();
     wg_ch.send(6).unwrap();
+    named_ch.send(7).unwrap();
     // Join all but the sleeper (3) and the block_on (11).
     for (i, h) in hs.into_iter().enumerate() {
         if i != 3 && i != 11 {

@@ -565,13 +565,25 @@ impl Go {
             Some(p) => unsafe { p.local().stacks.reserve(&shared.stacks, size) },
             None => shared.stacks.reserve(size, 1).map(drop),
         };
+        let named = name.is_some();
+        let names = &shared.names;
         shared
             .try_spawn_with_id(
-                move |id| Goroutine::new(f, id, name, size, pool, pinned),
+                move |id| {
+                    // Before the task exists: its completion removes it.
+                    if let Some(n) = &name {
+                        names
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(id, n.clone());
+                    }
+                    Goroutine::new(f, id, name, size, pool, pinned)
+                },
                 crate::sched::task::SpawnInfo {
                     pinned,
                     goroutine: true,
                     site,
+                    named,
                 },
                 reserve,
             )

@@ -143,6 +143,7 @@ fn foreign_wake_pinned(rt: Arc<Shared>, pinned: bool) {
                 pinned,
                 goroutine: pinned,
                 site: std::panic::Location::caller(),
+                named: false,
             },
         );
         let waker = thread::spawn(move || loop {
@@ -396,6 +397,7 @@ fn adopt_races_an_m_retiring() {
             pinned: true,
             goroutine: true,
             site: std::panic::Location::caller(),
+            named: false,
         };
         let (task, handle) = super::task::new_task(async { 7 }, 1, info, rt.clone());
         let m2 = m.clone();

@@ -161,6 +161,10 @@ pub(crate) struct Shared {
     /// tasks); retired ones are reused, so this is as long as the most Ms
     /// ever live at once.
     pub(crate) machines: Mutex<Vec<Arc<Machine>>>,
+    /// Names of the live named goroutines, by id (the dump; a side table so
+    /// that unnamed tasks' headers stay small).
+    #[cfg(not(loom))]
+    pub(crate) names: std::sync::Mutex<std::collections::HashMap<u64, std::sync::Arc<str>>>,
     /// When the runtime was built (schedtrace's clock).
     #[cfg(not(loom))]
     pub(crate) started: std::time::Instant,
@@ -229,6 +233,8 @@ impl Shared {
             mseq: AtomicUsize::new(0),
             threads: Mutex::new(Vec::new()),
             machines: Mutex::new(Vec::new()),
+            #[cfg(not(loom))]
+            names: std::sync::Mutex::new(std::collections::HashMap::new()),
             #[cfg(not(loom))]
             started: std::time::Instant::now(),
             #[cfg(not(loom))]

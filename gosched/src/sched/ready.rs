@@ -246,7 +246,16 @@ impl task::Schedule for Arc<Shared> {
         self.owned.remove(task)
     }
 
-    fn completed(&self) {
-        self.task_completed()
+    fn completed(&self, header: &Header) {
+        self.task_completed();
+        #[cfg(not(loom))]
+        if header.named {
+            self.names
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&header.id);
+        }
+        #[cfg(loom)]
+        let _ = header;
     }
 }

@@ -217,7 +217,18 @@ impl super::Shared {
                     minutes_or_ms(now.saturating_sub(g.since))
                 ),
             };
-            let line = format!("{kind} {} [{state}]:\n\tspawned at {}\n\n", g.id, g.site);
+            let name = if g.named {
+                let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+                names
+                    .get(&g.id)
+                    .map_or(String::new(), |n| format!(" \"{n}\""))
+            } else {
+                String::new()
+            };
+            let line = format!(
+                "{kind} {}{name} [{state}]:\n\tspawned at {}\n\n",
+                g.id, g.site
+            );
             w.write_all(line.as_bytes())?;
         }
         let live = self.live_tasks();
@@ -235,6 +246,7 @@ impl super::Shared {
 pub(crate) struct Parked {
     pub(crate) id: u64,
     pub(crate) goroutine: bool,
+    pub(crate) named: bool,
     pub(crate) site: &'static std::panic::Location<'static>,
     /// "running" or "runnable"; `None` while parked.
     pub(crate) run: Option<&'static str>,
@@ -279,6 +291,7 @@ impl super::Shared {
             seen.push(Parked {
                 id: h.id,
                 goroutine: h.goroutine,
+                named: h.named,
                 site: h.site,
                 run,
                 reason: WaitReason::from_u8((wait >> REASON_SHIFT) as u8),

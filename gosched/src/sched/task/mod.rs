@@ -64,8 +64,9 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
     /// reference now belongs to the caller; false if it was never bound, or
     /// shutdown already took it (and passed the reference to the completer).
     fn unbind(&self, task: NonNull<Header>) -> bool;
-    /// Count a completion (for `num_goroutine`).
-    fn completed(&self);
+    /// Count a completion (for `num_goroutine`), and forget what the
+    /// scheduler kept about the task (its name, for a named goroutine).
+    fn completed(&self, header: &Header);
 }
 
 /// Identifies a goroutine or task within its runtime (Go's goid).
@@ -102,6 +103,9 @@ pub(crate) struct Header {
     /// A goroutine (not an async task), and where it was spawned: for the
     /// goroutine dump (`sched/wait.rs`). Fixed at spawn.
     pub(crate) goroutine: bool,
+    /// A named goroutine: its name is in the scheduler's name table
+    /// (`Shared::names`) until it completes. Fixed at spawn.
+    pub(crate) named: bool,
     pub(crate) site: &'static std::panic::Location<'static>,
     /// The M it is pinned to, once it has started (`None` before its first run,
     /// and always for async tasks and migratable goroutines). Written once, by
@@ -354,6 +358,8 @@ pub(crate) struct SpawnInfo {
     pub(crate) goroutine: bool,
     /// The user's call to `go` / `spawn` (`#[track_caller]`).
     pub(crate) site: &'static std::panic::Location<'static>,
+    /// Named (`Go::name`): the spawner put the name in `Shared::names`.
+    pub(crate) named: bool,
 }
 
 impl SpawnInfo {
@@ -363,6 +369,7 @@ impl SpawnInfo {
             pinned: false,
             goroutine: false,
             site,
+            named: false,
         }
     }
 }
@@ -391,6 +398,7 @@ where
             join_waker: UnsafeCell::new(None),
             pinned: info.pinned,
             goroutine: info.goroutine,
+            named: info.named,
             site: info.site,
             wait: std::sync::atomic::AtomicU64::new(0),
             home: UnsafeCell::new(None),
@@ -560,7 +568,7 @@ unsafe fn complete<F: Future, S: Schedule>(
     }
     // Counted before COMPLETE is published: once a join returns, the task no
     // longer counts in `num_goroutine`.
-    cell.scheduler.completed();
+    cell.scheduler.completed(&cell.header);
     let snapshot = cell.header.state.transition_to_complete();
     if !snapshot.is_join_interested() {
         // Nobody will read the output: drop it here.

@@ -191,7 +191,7 @@ impl Schedule for TestSched {
         true
     }
 
-    fn completed(&self) {
+    fn completed(&self, _header: &Header) {
         self.0.completed.fetch_add(1, SeqCst);
     }
 }
