@@ -35,7 +35,10 @@
 //! the shard locks, reading each header's state word, `wait` word and spawn
 //! site (fixed at spawn). Goroutines and tasks that never parked are not in
 //! it (they are running or queued for their first run): the dump counts
-//! them in its last line. Nothing stops the world, so the listing is a blur
+//! them in its last line. A named goroutine's name comes from the runtime's
+//! side table (`Shared::names`: inserted by the spawner before the task
+//! exists, removed by the completion hook), looked up only when the
+//! header's `named` flag is set. Nothing stops the world, so the listing is a blur
 //! of the moment, as `stats()` is.
 
 use std::io::{self, Write};
