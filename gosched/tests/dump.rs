@@ -6,6 +6,8 @@
 // runtime; its handle is the result wanted, not something to await.
 #![allow(clippy::async_yields_async)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -228,17 +230,11 @@ fn sigquit_child() {
 /// and exits with status 2, as Go does.
 #[test]
 fn sigquit_dumps_goroutines_and_exits_2() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "sigquit_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(SIGQUIT_CHILD, "1")
-        .env("GOSCHED_DEBUG", "sigquit=1")
-        .output()
-        .unwrap();
+    let out = common::run_child_test_with(
+        "sigquit_child",
+        SIGQUIT_CHILD,
+        &[("GOSCHED_DEBUG", "sigquit=1")],
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(err.contains("SIGQUIT: quit"), "{err}");

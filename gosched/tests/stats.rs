@@ -259,17 +259,8 @@ fn schedtrace_child() {
 }
 
 fn run_trace_child(debug: &str) -> String {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "schedtrace_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(TRACE_CHILD, "1")
-        .env("GOSCHED_DEBUG", debug)
-        .output()
-        .unwrap();
+    let out =
+        common::run_child_test_with("schedtrace_child", TRACE_CHILD, &[("GOSCHED_DEBUG", debug)]);
     assert!(out.status.success(), "{out:?}");
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -388,12 +379,7 @@ fn hogs_child() {
 #[test]
 fn hog_report_names_the_task_and_its_spawn_site() {
     let _s = serial();
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "hogs_child", "--nocapture", "--test-threads=1"])
-        .env(HOGS_CHILD, "1")
-        .env("GOSCHED_DEBUG", "hogs=1")
-        .output()
-        .unwrap();
+    let out = common::run_child_test_with("hogs_child", HOGS_CHILD, &[("GOSCHED_DEBUG", "hogs=1")]);
     assert!(out.status.success(), "{out:?}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line: u32 = stdout

@@ -206,18 +206,22 @@ impl Machine {
     /// (a token: harmless if it is running, and it re-checks the inbox before
     /// it parks).
     pub(crate) fn push_remote(&self, task: Task) {
-        {
-            let mut inbox = lock(&self.inbox);
-            if !inbox.closed {
-                inbox.tasks.push_back(task);
-                self.inbox_len.store(inbox.tasks.len(), SeqCst);
-                drop(inbox);
-                self.parker.wake();
-                return;
-            }
+        self.push_locked(lock(&self.inbox), task);
+    }
+
+    /// Queue `task` in the inbox whose lock the caller passes, then wake the
+    /// M. Torn down (closed): cancel it here, as a push to the closed global
+    /// queue does.
+    fn push_locked(&self, mut inbox: impl std::ops::DerefMut<Target = Inbox>, task: Task) {
+        if inbox.closed {
+            drop(inbox);
+            task.shutdown();
+            return;
         }
-        // Torn down: cancel it here, as a push to the closed global queue does.
-        task.shutdown();
+        inbox.tasks.push_back(task);
+        self.inbox_len.store(inbox.tasks.len(), SeqCst);
+        drop(inbox);
+        self.parker.wake();
     }
 
     /// Home `task`, a pinned goroutine that has not run yet, on this M: it
@@ -232,20 +236,12 @@ impl Machine {
     /// exit"). Homing under the inbox lock is what makes `try_retire`'s
     /// look at `homed` exact.
     pub(crate) fn adopt(self: &Arc<Self>, task: Task) -> Result<(), Task> {
-        let mut inbox = lock(&self.inbox);
+        let inbox = lock(&self.inbox);
         if inbox.retired {
             return Err(task);
         }
         self.home(&task);
-        if inbox.closed {
-            drop(inbox);
-            task.shutdown();
-            return Ok(());
-        }
-        inbox.tasks.push_back(task);
-        self.inbox_len.store(inbox.tasks.len(), SeqCst);
-        drop(inbox);
-        self.parker.wake();
+        self.push_locked(inbox, task);
         Ok(())
     }
 
@@ -1042,9 +1038,7 @@ impl MachineCtx {
                 let before = p.runq.len();
                 // SAFETY: we own `p`'s ring (the destination); `v` is another P.
                 if let Some(t) = unsafe { v.runq.steal_into(&p.runq) } {
-                    let n = (p.runq.len() + 1).saturating_sub(before) as u64;
-                    p.counters.steals_in.add(n);
-                    v.counters.stolen.add_shared(n);
+                    p.count_steal_from(v, (p.runq.len() + 1).saturating_sub(before) as u64);
                     // SAFETY: ring items are owned task references.
                     return Some(unsafe { Task::from_raw(t) });
                 }
@@ -1067,15 +1061,13 @@ impl MachineCtx {
                         }
                         if let Some(t) = v.steal_runnext(next) {
                             v.runnext_was_stuck();
-                            p.counters.steals_in.add(1);
-                            v.counters.stolen.add_shared(1);
+                            p.count_steal_from(v, 1);
                             return Some(t);
                         }
                         continue;
                     }
                     if let Some(t) = v.steal_runnext(next) {
-                        p.counters.steals_in.add(1);
-                        v.counters.stolen.add_shared(1);
+                        p.count_steal_from(v, 1);
                         return Some(t);
                     }
                 }

@@ -225,6 +225,13 @@ impl Processor {
             .map(|_| unsafe { Task::from_raw(NonNull::new_unchecked(next)) })
     }
 
+    /// Owner: this P's M stole `n` tasks from `victim` (`stats.rs`).
+    #[inline]
+    pub(crate) fn count_steal_from(&self, victim: &Processor, n: u64) {
+        self.counters.steals_in.add(n);
+        victim.counters.stolen.add_shared(n);
+    }
+
     /// Queued work (ring + runnext), a racy snapshot.
     pub(crate) fn has_work(&self) -> bool {
         !self.runq.is_empty() || !self.runnext.load(Acquire).is_null()

@@ -67,9 +67,16 @@ impl Drop for DropCounter {
 /// Runs the test `name` of this test binary alone in a child process with
 /// `env` set to "1" (tests that change process-wide limits, or must abort).
 pub fn run_child_test(name: &str, env: &str) -> std::process::Output {
+    run_child_test_with(name, env, &[])
+}
+
+/// `run_child_test` with more environment variables for the child (e.g.
+/// `GOSCHED_DEBUG`, read when its runtime is built).
+pub fn run_child_test_with(name: &str, env: &str, vars: &[(&str, &str)]) -> std::process::Output {
     std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", name, "--nocapture", "--test-threads=1"])
         .env(env, "1")
+        .envs(vars.iter().copied())
         .output()
         .unwrap()
 }
