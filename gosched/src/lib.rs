@@ -66,6 +66,7 @@ pub mod sync;
 pub mod task;
 #[cfg(not(loom))]
 pub mod time;
+pub(crate) mod trace;
 
 /// ... and the channel core (waiters, claiming, select).
 #[cfg(loom)]

@@ -576,6 +576,9 @@ impl Go {
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
                             .insert(id, n.clone());
+                        if crate::trace::on() {
+                            crate::trace::record_name(id, n);
+                        }
                     }
                     Goroutine::new(f, id, name, size, pool, pinned)
                 },

@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 pub use crate::sched::config::{DEFAULT_MAX_THREADS, DEFAULT_THREAD_KEEP_ALIVE};
 pub use crate::sched::stats::{PState, ProcStats, StackStats, Stats};
+pub use crate::trace::TraceSummary;
 
 /// Configures and builds a [`Runtime`].
 ///
@@ -409,6 +410,81 @@ pub fn stats() -> Stats {
 /// ```
 pub fn dump_goroutines(w: &mut impl std::io::Write) -> std::io::Result<()> {
     context::with_current(|s| s.dump_goroutines(w))
+}
+
+// ---- the timeline ----------------------------------------------------------------
+
+/// Start recording a timeline of every runtime in the process into `path`
+/// (Chrome trace-event JSON: open it at <https://ui.perfetto.dev> or
+/// `chrome://tracing`), written by [`trace_stop`]. Go's `trace.Start`; the
+/// `GOSCHED_TRACE=path.json` variable does the same from the first runtime's
+/// start to process exit.
+///
+/// It records goroutine and task creation (with the spawn site), each run
+/// (start, and how it ended: parked and why, runnable again, finished),
+/// wake-ups (a flow arrow from the waker to the next run), steals, P hand-offs
+/// and retakes, preemption requests, system calls made in place, and which M
+/// holds each P. One track per thread (M) and one per P. Recording costs about
+/// 40 ns per event; when off, one predictable branch per event site.
+///
+/// Events are kept in memory (at most 512 MiB, about 11 million events; past
+/// that recording stops and the file says `"truncated": true`). For long runs
+/// use [`flight_recorder_start`], which keeps only the last few seconds.
+///
+/// # Errors
+/// If a trace is already being recorded, or `path` cannot be created.
+///
+/// ```no_run
+/// gosched::runtime::trace_start("trace.json").unwrap();
+/// gosched::go(|| 1 + 1).join().unwrap();
+/// let summary = gosched::runtime::trace_stop().unwrap();
+/// println!("{} events in {:?}", summary.events, summary.path);
+/// ```
+pub fn trace_start(path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
+    crate::trace::start_full(path.as_ref())
+}
+
+/// Stop recording: a trace started by [`trace_start`] (or `GOSCHED_TRACE`) is
+/// written to its file; a flight recorder just stops (its last window is lost
+/// unless [`trace_snapshot`] wrote it).
+///
+/// # Errors
+/// If nothing is being recorded (`ErrorKind::NotFound`), or writing fails.
+pub fn trace_stop() -> std::io::Result<TraceSummary> {
+    crate::trace::stop()
+}
+
+/// Start the flight recorder (Go 1.25's `trace.FlightRecorder`): record as
+/// [`trace_start`] does, but keep only the last `window`, to be written by
+/// [`trace_snapshot`] when something interesting has just happened.
+/// `GOSCHED_TRACE=flight=MS` starts one with an `MS`-millisecond window.
+///
+/// # Errors
+/// If a trace is already being recorded, or `window` is zero.
+///
+/// ```
+/// use std::time::Duration;
+/// gosched::runtime::flight_recorder_start(Duration::from_millis(500)).unwrap();
+/// let t = std::time::Instant::now();
+/// gosched::go(|| gosched::time::sleep(Duration::from_millis(1))).join().unwrap();
+/// if t.elapsed() > Duration::from_millis(100) {
+///     // A spike: keep the last 500 ms for later.
+///     gosched::runtime::trace_snapshot("spike.json").unwrap();
+/// }
+/// gosched::runtime::trace_stop().unwrap();
+/// ```
+pub fn flight_recorder_start(window: Duration) -> std::io::Result<()> {
+    crate::trace::start_flight(window)
+}
+
+/// Write what the flight recorder holds (the last `window`), or what a full
+/// trace has recorded so far, to `path`. Recording goes on.
+///
+/// # Errors
+/// If nothing is being recorded (`ErrorKind::NotFound`), or `path` cannot be
+/// written.
+pub fn trace_snapshot(path: impl AsRef<std::path::Path>) -> std::io::Result<TraceSummary> {
+    crate::trace::snapshot(path.as_ref())
 }
 
 /// Number of Ps of the current runtime (Go's `GOMAXPROCS(0)`).

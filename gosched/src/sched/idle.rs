@@ -107,6 +107,9 @@ impl Shared {
     /// Put a P on the idle list (caller holds the lock and owns the P) — or,
     /// if an M with homed goroutines waits for a P, hand it that M instead.
     pub(crate) fn pidleput(&self, s: &mut Sched, p: usize) {
+        if crate::trace::on() {
+            self.trace(p, crate::trace::Ev::ProcIdle);
+        }
         if self.p_dying(p) {
             // Beyond `set_procs`'s count: it dies instead (`procresize.rs`).
             self.kill_p(s, p);

@@ -112,7 +112,7 @@ use super::context;
 use super::preempt;
 use super::processor::{fastrand, Processor};
 use super::status;
-use super::task::{Polled, Task};
+use super::task::{Ran, Task};
 use super::timers::{now_ns, NEVER};
 use super::Shared;
 use crate::loom::lock;
@@ -696,7 +696,19 @@ impl MachineCtx {
             let h = task.header();
             p.running.set(h.id, h.goroutine, h.site);
         }
-        let polled = task.run();
+        // The timeline (`crate::trace`): one relaxed load and a branch when off.
+        let traced = crate::trace::on().then(|| {
+            let h = task.header();
+            self.shared.trace(
+                pi,
+                crate::trace::Ev::Start {
+                    g: h.id,
+                    goroutine: h.goroutine,
+                },
+            );
+            (h.id, h.goroutine)
+        });
+        let ran = task.run_detailed();
         self.running.set(None);
         self.in_poll.set(false);
         // A preemption request ends with the poll it was meant for (a
@@ -723,7 +735,17 @@ impl MachineCtx {
             }
         };
         let yielded = self.yielded.replace(false);
-        if let Polled::Notified(t) = polled {
+        if let Some((g, goroutine)) = traced {
+            let why = match ran {
+                Ran::Parked(r) => crate::trace::Stop::Parked(super::wait::describe(r, goroutine)),
+                Ran::Finished => crate::trace::Stop::Finished,
+                Ran::Notified(_) if yielded => crate::trace::Stop::Runnable("yield"),
+                Ran::Notified(_) => crate::trace::Stop::Runnable("woken while running"),
+            };
+            let held = self.p.get().unwrap_or(NO_P);
+            self.shared.trace(held, crate::trace::Ev::End { g, why });
+        }
+        if let Ran::Notified(t) = ran {
             if t.home().is_some() {
                 // Homed: woken while it ran, or yielding: the back of our own
                 // queue (never the global one, where another M could take it).
@@ -770,6 +792,25 @@ impl MachineCtx {
                 .store(p.execs.load(Relaxed).wrapping_add(1), Release);
             self.pword.set(p.status.begin_poll());
             self.p.set(Some(pi));
+            if crate::trace::on() {
+                let (g, goroutine) = self.running_g();
+                self.shared
+                    .trace(pi, crate::trace::Ev::ProcTake { g, goroutine });
+            }
+        }
+    }
+
+    /// The G this M is polling (id 0 if none), and whether it is a goroutine.
+    pub(crate) fn running_g(&self) -> (u64, bool) {
+        match self.running.get() {
+            // SAFETY: `running` is set only for the length of a poll, during
+            // which the M's run-queue reference keeps the task alive, and
+            // only this thread reads it.
+            Some(h) => unsafe {
+                let h = h.as_ref();
+                (h.id, h.goroutine)
+            },
+            None => (0, false),
         }
     }
 
@@ -1038,7 +1079,11 @@ impl MachineCtx {
                 let before = p.runq.len();
                 // SAFETY: we own `p`'s ring (the destination); `v` is another P.
                 if let Some(t) = unsafe { v.runq.steal_into(&p.runq) } {
-                    p.count_steal_from(v, (p.runq.len() + 1).saturating_sub(before) as u64);
+                    let n = (p.runq.len() + 1).saturating_sub(before);
+                    p.count_steal_from(v, n as u64);
+                    if crate::trace::on() {
+                        self.trace_steal(p.id, vi, n);
+                    }
                     // SAFETY: ring items are owned task references.
                     return Some(unsafe { Task::from_raw(t) });
                 }
@@ -1062,18 +1107,35 @@ impl MachineCtx {
                         if let Some(t) = v.steal_runnext(next) {
                             v.runnext_was_stuck();
                             p.count_steal_from(v, 1);
+                            if crate::trace::on() {
+                                self.trace_steal(p.id, vi, 1);
+                            }
                             return Some(t);
                         }
                         continue;
                     }
                     if let Some(t) = v.steal_runnext(next) {
                         p.count_steal_from(v, 1);
+                        if crate::trace::on() {
+                            self.trace_steal(p.id, vi, 1);
+                        }
                         return Some(t);
                     }
                 }
             }
         }
         None
+    }
+
+    #[cold]
+    fn trace_steal(&self, p: usize, victim: usize, n: usize) {
+        self.shared.trace(
+            p,
+            crate::trace::Ev::Steal {
+                victim: victim as u32,
+                n: n as u32,
+            },
+        );
     }
 
     /// Shutdown: give the P back so teardown finds every P idle.

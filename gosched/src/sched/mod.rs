@@ -171,6 +171,8 @@ pub(crate) struct Shared {
     /// `GOSCHED_DEBUG` (`stats.rs`).
     #[cfg(not(loom))]
     pub(crate) debug: stats::Debug,
+    /// This runtime's id in the timeline (`crate::trace`).
+    pub(crate) trace_rt: u32,
     /// Ourselves, for the `Arc` a new M or a task needs.
     me: Weak<Shared>,
 }
@@ -239,11 +241,14 @@ impl Shared {
             started: std::time::Instant::now(),
             #[cfg(not(loom))]
             debug: stats::Debug::from_env(),
+            trace_rt: crate::trace::new_runtime(&config.name),
             me: me.clone(),
             config,
         });
         #[cfg(not(loom))]
         context::register_runtime(&shared);
+        #[cfg(not(loom))]
+        crate::trace::start_from_env();
         #[cfg(not(loom))]
         if shared.debug.sigquit {
             sigquit::install();
@@ -255,6 +260,18 @@ impl Shared {
     #[inline]
     pub(crate) fn nprocs(&self) -> usize {
         self.nprocs.load(Acquire)
+    }
+
+    /// Record a timeline event about P `p` (`trace::NO_P`: none) from this
+    /// thread. Call only under `if trace::on()`.
+    #[cold]
+    pub(crate) fn trace(&self, p: usize, ev: crate::trace::Ev) {
+        let p = if p == usize::MAX {
+            crate::trace::NO_P
+        } else {
+            p as u32
+        };
+        crate::trace::record(self.trace_rt, p, ev);
     }
 
     pub(crate) fn arc(&self) -> Arc<Shared> {

@@ -90,6 +90,9 @@ impl Shared {
                 }
                 let id = l.id_next;
                 l.id_next += 1;
+                if crate::trace::on() {
+                    self.trace_create(id, &info);
+                }
                 let (task, handle) = task::new_task(make(id), id, info, self.clone());
                 let lazy = p.runqput_next(task, |batch| self.global_push_batch(batch));
                 Ok(Ok((handle, lazy)))
@@ -98,6 +101,9 @@ impl Shared {
                 admit(None)?;
                 self.pless_spawned.fetch_add(1, Relaxed);
                 let id = self.next_id.fetch_add(1, Relaxed);
+                if crate::trace::on() {
+                    self.trace_create(id, &info);
+                }
                 Ok(Err(task::new_task(make(id), id, info, self.clone())))
             }
         })?;
@@ -121,6 +127,9 @@ impl Shared {
     /// a P, else onto the global queue; then the wake policy.
     #[inline]
     pub(crate) fn ready(&self, task: Task) {
+        if crate::trace::on() {
+            self.trace_unblock(&task);
+        }
         if let Some(home) = task.home() {
             // A started goroutine: only its own M may run it ("The thread
             // rule", `machine.rs`).
@@ -145,6 +154,35 @@ impl Shared {
                 self.wakep_if_idle();
             }
         }
+    }
+
+    // ---- the timeline (`crate::trace`) ----------------------------------------------
+
+    /// The G the calling thread runs, if it is one of our Ms in a poll.
+    fn current_g(&self) -> u64 {
+        super::context::current()
+            .filter(|ctx| ptr::eq(Arc::as_ptr(&ctx.shared), self))
+            .map_or(0, |ctx| ctx.running_g().0)
+    }
+
+    #[cold]
+    fn trace_create(&self, g: u64, info: &task::SpawnInfo) {
+        let ev = crate::trace::Ev::Create {
+            g,
+            parent: self.current_g(),
+            goroutine: info.goroutine,
+            site: info.site,
+        };
+        self.trace(usize::MAX, ev);
+    }
+
+    #[cold]
+    fn trace_unblock(&self, task: &Task) {
+        let ev = crate::trace::Ev::Unblock {
+            g: task.header().id,
+            by: self.current_g(),
+        };
+        self.trace(usize::MAX, ev);
     }
 
     // ---- the wake policy -------------------------------------------------------------

@@ -37,6 +37,9 @@ pub(crate) fn in_place<R>(f: impl FnOnce() -> R) -> R {
             return None;
         }
         ctx.in_syscall.set(true);
+        if crate::trace::on() {
+            ctx.shared.trace(pi, crate::trace::Ev::SyscallEnter);
+        }
         Some(Entered {
             ctx,
             pi,
@@ -73,6 +76,9 @@ impl Drop for Entered {
             return;
         }
         ctx.in_syscall.set(false);
+        if crate::trace::on() {
+            ctx.shared.trace(self.pi, crate::trace::Ev::SyscallExit);
+        }
         if !ctx.shared.procs[self.pi].status.exit_syscall(self.user) {
             // Retaken: Go's `exitsyscall` slow path.
             ctx.lost_p_in_poll();

@@ -343,6 +343,7 @@ impl Shared {
                 // CAS fails, the P moved on; the next look sees it again).
                 status::SYSCALL | status::USER if self.p_dying(pi) && p.status.retake(word) => {
                     look.acted = true;
+                    self.trace_retake(pi, crate::trace::Retake::Dying);
                     self.handoffp(pi);
                 }
                 status::SYSCALL => {
@@ -365,6 +366,7 @@ impl Shared {
                     if p.status.retake(word) {
                         look.acted = true;
                         p.counters.syscall_retakes.add(1);
+                        self.trace_retake(pi, crate::trace::Retake::Syscall);
                         self.handoffp(pi);
                     }
                 }
@@ -385,6 +387,9 @@ impl Shared {
                                 self.report_hog(pi, now.saturating_sub(rec.execwhen), false);
                             }
                             super::preempt::request(m);
+                            if crate::trace::on() {
+                                self.trace(pi, crate::trace::Ev::Preempt);
+                            }
                             // The poll may have ended (and its M gone idle)
                             // since we read the word: then take it back.
                             if p.status.load_word() != word {
@@ -415,6 +420,7 @@ impl Shared {
                         if self.hogs_on() {
                             self.report_hog(pi, ran, true);
                         }
+                        self.trace_retake(pi, crate::trace::Retake::Hog);
                         self.handoffp(pi);
                         continue;
                     }
@@ -439,6 +445,14 @@ impl Shared {
             self.wakep();
         }
         look
+    }
+
+    /// The timeline's record of a retake (before the P is handed on).
+    #[inline]
+    fn trace_retake(&self, pi: usize, why: crate::trace::Retake) {
+        if crate::trace::on() {
+            self.trace(pi, crate::trace::Ev::Retake { why });
+        }
     }
 
     /// `GOSCHED_DEBUG=hogs=1` (never under loom).
@@ -509,6 +523,9 @@ impl Shared {
     pub(crate) fn handoffp(&self, pi: usize) {
         let p = &self.procs[pi];
         debug_assert_eq!(p.status.load(), status::RETAKEN);
+        if crate::trace::on() {
+            self.trace(pi, crate::trace::Ev::Handoff);
+        }
         // We hold it RETAKEN: the one writer (`stats.rs`).
         p.counters.handoffs.add(1);
         let now = now_ns();

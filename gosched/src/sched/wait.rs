@@ -190,6 +190,17 @@ pub(crate) fn coarse_ms() -> u64 {
 
 const REASON_SHIFT: u32 = 56;
 
+/// The reason in a `wait` word.
+#[inline]
+pub(crate) fn reason_of(word: u64) -> u8 {
+    (word >> REASON_SHIFT) as u8
+}
+
+/// What the timeline says a task parked for (the dump's words).
+pub(crate) fn describe(reason: u8, goroutine: bool) -> &'static str {
+    WaitReason::from_u8(reason).describe(goroutine)
+}
+
 /// The header's `wait` word for a task that parks now for `reason`.
 #[inline]
 pub(crate) fn word(reason: u8) -> u64 {

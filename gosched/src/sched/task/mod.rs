@@ -196,7 +196,9 @@ enum Stage<F: Future> {
     Consumed,
 }
 
-/// What the run of a task left for the scheduler to do.
+/// What the run of a task left for the scheduler to do (the harness tests'
+/// view of `Ran`).
+#[cfg(test)]
 #[must_use = "a notified task must be queued again"]
 pub(crate) enum Polled {
     /// Completed or parked; the run-queue reference is already released.
@@ -206,10 +208,24 @@ pub(crate) enum Polled {
     Notified(Task),
 }
 
+/// What the run of a task left, in more detail (the timeline, `crate::trace`).
+#[must_use = "a notified task must be queued again"]
+pub(crate) enum Ran {
+    /// Parked, for this wait reason (`sched/wait.rs`); the run-queue reference
+    /// is released.
+    Parked(u8),
+    /// Completed, panicked or cancelled; the reference is released.
+    Finished,
+    /// As `Polled::Notified`.
+    Notified(Task),
+}
+
 /// The vtable's `poll` result: whether the run-queue reference was kept.
 #[derive(Debug, PartialEq, Eq)]
 enum Outcome {
-    Done,
+    /// Parked (the wait reason the poll noted).
+    Parked(u8),
+    Finished,
     Notified,
 }
 
@@ -297,13 +313,23 @@ impl Task {
 
     /// Run the task once (poll, or cancel if aborted). Consumes this reference,
     /// or hands it back inside `Polled::Notified`.
+    #[cfg(test)]
     pub(crate) fn run(self) -> Polled {
+        match self.run_detailed() {
+            Ran::Parked(_) | Ran::Finished => Polled::Done,
+            Ran::Notified(t) => Polled::Notified(t),
+        }
+    }
+
+    /// `run`, saying how a run that released the reference ended.
+    pub(crate) fn run_detailed(self) -> Ran {
         let ptr = self.into_raw();
         // SAFETY: we own a run-queue reference; the task was NOTIFIED.
         match unsafe { (ptr.as_ref().vtable.poll)(ptr) } {
-            Outcome::Done => Polled::Done,
+            Outcome::Parked(reason) => Ran::Parked(reason),
+            Outcome::Finished => Ran::Finished,
             // SAFETY: the reference was kept by `poll` for resubmission.
-            Outcome::Notified => Polled::Notified(unsafe { Task::from_raw(ptr) }),
+            Outcome::Notified => Ran::Notified(unsafe { Task::from_raw(ptr) }),
         }
     }
 
@@ -458,7 +484,7 @@ unsafe fn poll<F: Future, S: Schedule>(ptr: NonNull<Header>) -> Outcome {
         Run::Cancel => {
             // SAFETY: RUNNING is ours.
             unsafe { cancel::<F, S>(ptr) };
-            return Outcome::Done;
+            return Outcome::Finished;
         }
     }
     // No wait reason until a gosched future of this poll notes one
@@ -497,33 +523,37 @@ unsafe fn poll<F: Future, S: Schedule>(ptr: NonNull<Header>) -> Outcome {
                     drop(refused);
                     // SAFETY: still RUNNING.
                     unsafe { cancel::<F, S>(ptr) };
-                    return Outcome::Done;
+                    return Outcome::Finished;
                 }
             }
+            // Why it parks, read while the header is surely alive (after
+            // `drop_ref` it may be gone).
+            let reason =
+                super::wait::reason_of(cell.header.wait.load(std::sync::atomic::Ordering::Relaxed));
             match cell.header.state.transition_to_idle() {
                 Idle::Parked => {
                     // SAFETY: the run-queue reference is released here.
                     unsafe { drop_ref(ptr) };
-                    Outcome::Done
+                    Outcome::Parked(reason)
                 }
                 Idle::Notified => Outcome::Notified,
                 Idle::Cancel => {
                     // SAFETY: still RUNNING.
                     unsafe { cancel::<F, S>(ptr) };
-                    Outcome::Done
+                    Outcome::Finished
                 }
             }
         }
         Ok(Poll::Ready(out)) => {
             // SAFETY: RUNNING is ours.
             unsafe { complete::<F, S>(ptr, Ok(out)) };
-            Outcome::Done
+            Outcome::Finished
         }
         Err(payload) => {
             let err = JoinError::panic(cell.header.id, payload);
             // SAFETY: RUNNING is ours.
             unsafe { complete::<F, S>(ptr, Err(err)) };
-            Outcome::Done
+            Outcome::Finished
         }
     }
 }

@@ -1,0 +1,390 @@
+//! Per-thread event chunks and the registry that collects them (the rules are
+//! in `mod.rs`, "Buffers").
+
+use std::cell::{RefCell, UnsafeCell};
+use std::collections::{BTreeMap, VecDeque};
+use std::io;
+use std::mem::MaybeUninit;
+use std::path::PathBuf;
+use std::ptr;
+use std::sync::atomic::{
+    AtomicU64, AtomicUsize,
+    Ordering::{Acquire, Relaxed, Release},
+};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::{Event, LIMIT_BYTES, ON};
+
+/// Events per chunk: a thread takes the registry lock once per this many.
+const CHUNK_EVENTS: usize = 1024;
+const LIMIT_EVENTS: usize = LIMIT_BYTES / std::mem::size_of::<Event>();
+
+/// One thread's run of events. Slots `[0, len)` are written (and never again);
+/// only the owning thread writes, at `len`, then stores `len + 1` (Release).
+struct Chunk {
+    len: AtomicUsize,
+    slots: Box<[UnsafeCell<MaybeUninit<Event>>]>,
+}
+
+// SAFETY: see the type's rule: readers copy only slots below a `len` they
+// loaded with Acquire, which the single writer never touches again, and the
+// registry lock keeps the chunk alive while they do (`mod.rs`, "Buffers").
+unsafe impl Sync for Chunk {}
+// SAFETY: a chunk is plain data (`Event` is `Copy` and holds only `'static`
+// references); ownership moves between threads under the registry lock.
+unsafe impl Send for Chunk {}
+
+impl Chunk {
+    fn new() -> Box<Chunk> {
+        Box::new(Chunk {
+            len: AtomicUsize::new(0),
+            slots: (0..CHUNK_EVENTS)
+                .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
+                .collect(),
+        })
+    }
+
+    /// The published events, copied out.
+    fn published(&self, out: &mut Vec<(u32, Event)>, tid: u32) {
+        let n = self.len.load(Acquire);
+        for slot in &self.slots[..n] {
+            // SAFETY: slots below an Acquire-loaded `len` were written before
+            // its Release store and are never written again (the type's rule).
+            out.push((tid, unsafe { (*slot.get()).assume_init() }));
+        }
+    }
+
+    fn last_ts(&self) -> u64 {
+        match self.len.load(Acquire) {
+            0 => 0,
+            // SAFETY: as in `published`.
+            n => unsafe { (*self.slots[n - 1].get()).assume_init() }.ts,
+        }
+    }
+}
+
+/// What is being recorded.
+pub(crate) enum Mode {
+    Full { path: PathBuf, file: std::fs::File },
+    Flight { window_ns: u64 },
+}
+
+/// A thread that recorded in this session.
+struct ThreadEntry {
+    tid: u32,
+    name: String,
+    /// Its current chunk (owned by the thread; null once it exited). Read
+    /// only under the registry lock.
+    chunk: *const Chunk,
+}
+
+struct Registry {
+    /// `None` when nothing records.
+    mode: Option<Mode>,
+    /// Bumped by every start.
+    session: u64,
+    started_ns: u64,
+    threads: Vec<ThreadEntry>,
+    /// Full chunks, oldest retirement first, with their thread's track id.
+    retired: VecDeque<(u32, Box<Chunk>)>,
+    retired_events: usize,
+    dropped: u64,
+    /// A full trace hit `LIMIT_EVENTS` and stopped recording.
+    truncated: bool,
+    /// Named goroutines' names, by id (this session).
+    names: BTreeMap<u64, Arc<str>>,
+}
+
+// SAFETY: the raw chunk pointers are only dereferenced under the registry lock
+// by the rules in `mod.rs`; everything else is plain data.
+unsafe impl Send for Registry {}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    mode: None,
+    session: 0,
+    started_ns: 0,
+    threads: Vec::new(),
+    retired: VecDeque::new(),
+    retired_events: 0,
+    dropped: 0,
+    truncated: false,
+    names: BTreeMap::new(),
+});
+
+/// The session threads compare theirs with (written under the lock).
+static SESSION: AtomicU64 = AtomicU64::new(0);
+
+/// Runtime names by trace id (kept across sessions).
+static RUNTIMES: Mutex<Vec<(u32, String)>> = Mutex::new(Vec::new());
+
+fn registry() -> MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub(super) fn name_runtime(id: u32, name: &str) {
+    RUNTIMES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((id, name.to_string()));
+}
+
+/// A named goroutine was created (call under `on()`): its name labels its
+/// slices.
+#[cold]
+pub(crate) fn record_name(g: u64, name: &Arc<str>) {
+    let mut r = registry();
+    if r.mode.is_some() {
+        r.names.insert(g, name.clone());
+    }
+}
+
+/// The calling thread's recording state.
+struct Local {
+    session: u64,
+    /// Our index in `Registry::threads`.
+    index: usize,
+    /// Our current chunk (from `Box::into_raw`), or null.
+    chunk: *mut Chunk,
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        if self.chunk.is_null() {
+            return;
+        }
+        let mut r = registry();
+        // SAFETY: our own chunk, from `Box::into_raw`; under the lock, so no
+        // reader holds it.
+        let chunk = unsafe { Box::from_raw(self.chunk) };
+        self.chunk = ptr::null_mut();
+        if r.session == self.session && r.mode.is_some() {
+            let tid = r.threads[self.index].tid;
+            r.threads[self.index].chunk = ptr::null();
+            retire(&mut r, tid, chunk);
+        }
+    }
+}
+
+thread_local! {
+    static LOCAL: RefCell<Local> = const {
+        RefCell::new(Local { session: 0, index: 0, chunk: ptr::null_mut() })
+    };
+}
+
+/// Append `ev` to the calling thread's chunk.
+pub(super) fn push(ev: Event) {
+    let _ = LOCAL.try_with(|l| {
+        let Ok(mut l) = l.try_borrow_mut() else {
+            return;
+        };
+        if (l.session != SESSION.load(Acquire) || l.chunk.is_null()) && !register(&mut l) {
+            return;
+        }
+        // SAFETY: our own live chunk (only we free or move it).
+        let mut n = unsafe { &*l.chunk }.len.load(Relaxed);
+        if n == CHUNK_EVENTS {
+            if !replace_full(&mut l) {
+                return;
+            }
+            n = 0;
+        }
+        // SAFETY: our own chunk; slot `n` is at `len`, which no reader reads
+        // and nobody else writes.
+        let c = unsafe { &*l.chunk };
+        // SAFETY: as above.
+        unsafe { (*c.slots[n].get()).write(ev) };
+        c.len.store(n + 1, Release);
+    });
+}
+
+/// Join the current session (dropping a chunk of an old one). False if
+/// nothing records now.
+#[cold]
+fn register(l: &mut Local) -> bool {
+    let fresh = Chunk::new();
+    let mut r = registry();
+    if !l.chunk.is_null() {
+        // SAFETY: our own chunk of an older session: its entry was cleared
+        // when that session stopped, so no reader can reach it; we hold the
+        // lock besides.
+        drop(unsafe { Box::from_raw(l.chunk) });
+        l.chunk = ptr::null_mut();
+    }
+    if r.mode.is_none() || r.truncated {
+        l.session = r.session;
+        return false;
+    }
+    let chunk = Box::into_raw(fresh);
+    let tid = r.threads.len() as u32 + 1;
+    let name = std::thread::current()
+        .name()
+        .map_or_else(|| format!("thread {tid}"), str::to_string);
+    r.threads.push(ThreadEntry { tid, name, chunk });
+    l.session = r.session;
+    l.index = r.threads.len() - 1;
+    l.chunk = chunk;
+    true
+}
+
+/// Our chunk is full: retire it and start a new one. False if the session
+/// ended meanwhile (then we hold no chunk).
+#[cold]
+fn replace_full(l: &mut Local) -> bool {
+    let fresh = Chunk::new();
+    let mut r = registry();
+    // SAFETY: our own chunk; under the lock.
+    let full = unsafe { Box::from_raw(l.chunk) };
+    l.chunk = ptr::null_mut();
+    if r.session != l.session || r.mode.is_none() {
+        return false;
+    }
+    let tid = r.threads[l.index].tid;
+    retire(&mut r, tid, full);
+    if r.truncated {
+        // The full trace just hit its limit.
+        r.threads[l.index].chunk = ptr::null();
+        return false;
+    }
+    let chunk = Box::into_raw(fresh);
+    r.threads[l.index].chunk = chunk;
+    l.chunk = chunk;
+    true
+}
+
+/// Keep a full chunk; trim the flight recorder, or stop a full trace at its
+/// limit.
+fn retire(r: &mut Registry, tid: u32, chunk: Box<Chunk>) {
+    let n = chunk.len.load(Relaxed);
+    let now = super::clock_ns();
+    r.retired_events += n;
+    r.retired.push_back((tid, chunk));
+    match r.mode {
+        Some(Mode::Flight { window_ns }) => {
+            let from = now.saturating_sub(window_ns);
+            while let Some((_, c)) = r.retired.front() {
+                if c.last_ts() >= from && r.retired_events <= LIMIT_EVENTS {
+                    break;
+                }
+                let n = c.len.load(Relaxed);
+                r.retired.pop_front();
+                r.retired_events -= n;
+                r.dropped += n as u64;
+            }
+        }
+        Some(Mode::Full { .. }) if r.retired_events >= LIMIT_EVENTS => {
+            // Stop here and say so in the file, rather than grow without bound.
+            r.truncated = true;
+            ON.store(false, Relaxed);
+        }
+        _ => {}
+    }
+}
+
+pub(super) fn start(mode: Mode) -> io::Result<()> {
+    let mut r = registry();
+    if r.mode.is_some() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "gosched trace: a trace is already being recorded (stop it first: \
+             runtime::trace_stop)",
+        ));
+    }
+    r.session += 1;
+    SESSION.store(r.session, Release);
+    r.started_ns = super::clock_ns();
+    r.threads.clear();
+    r.retired.clear();
+    r.retired_events = 0;
+    r.dropped = 0;
+    r.truncated = false;
+    r.names.clear();
+    r.mode = Some(mode);
+    ON.store(true, Relaxed);
+    Ok(())
+}
+
+/// Everything a writer needs, copied out of the registry.
+pub(crate) struct Collected {
+    /// By thread (track id), each thread's in order.
+    pub(crate) events: Vec<(u32, Event)>,
+    pub(crate) threads: Vec<(u32, String)>,
+    pub(crate) runtimes: Vec<(u32, String)>,
+    pub(crate) names: BTreeMap<u64, Arc<str>>,
+    pub(crate) started_ns: u64,
+    pub(crate) taken_ns: u64,
+    /// Flight recorder: events before this are left out.
+    pub(crate) from_ns: u64,
+    pub(crate) dropped: u64,
+    pub(crate) truncated: bool,
+    pub(crate) flight: bool,
+}
+
+fn collect(r: &Registry) -> Collected {
+    let taken_ns = super::clock_ns();
+    let mut events = Vec::with_capacity(r.retired_events + r.threads.len() * CHUNK_EVENTS);
+    for (tid, c) in &r.retired {
+        c.published(&mut events, *tid);
+    }
+    for t in &r.threads {
+        if !t.chunk.is_null() {
+            // SAFETY: a thread's current chunk stays alive while we hold the
+            // registry lock (it moves or frees it only under the lock).
+            unsafe { &*t.chunk }.published(&mut events, t.tid);
+        }
+    }
+    // Retired chunks come before the current ones of their thread: a stable
+    // sort by track keeps each thread's events in order.
+    events.sort_by_key(|(tid, _)| *tid);
+    let (from_ns, flight) = match r.mode {
+        Some(Mode::Flight { window_ns }) => (taken_ns.saturating_sub(window_ns), true),
+        _ => (0, false),
+    };
+    Collected {
+        events,
+        threads: r.threads.iter().map(|t| (t.tid, t.name.clone())).collect(),
+        runtimes: RUNTIMES.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        names: r.names.clone(),
+        started_ns: r.started_ns,
+        taken_ns,
+        from_ns,
+        dropped: r.dropped,
+        truncated: r.truncated,
+        flight,
+    }
+}
+
+/// Stop recording: what was recorded, and the mode (a full trace's file).
+pub(super) fn stop() -> io::Result<(Collected, Mode)> {
+    let mut r = registry();
+    let Some(mode) = r.mode.take() else {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "gosched trace: no trace is being recorded",
+        ));
+    };
+    ON.store(false, Relaxed);
+    // Put the mode back for `collect` to read it, then take it for good.
+    r.mode = Some(mode);
+    let data = collect(&r);
+    let mode = r.mode.take().expect("set above");
+    // The threads' chunks are theirs to drop (at their next event or exit);
+    // from now on no reader reaches them.
+    r.threads.clear();
+    r.retired.clear();
+    r.retired_events = 0;
+    r.names.clear();
+    Ok((data, mode))
+}
+
+/// Copy what is recorded so far; recording goes on.
+pub(super) fn snapshot() -> io::Result<Collected> {
+    let r = registry();
+    if r.mode.is_none() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "gosched trace: nothing is being recorded: start the flight recorder first \
+             (runtime::flight_recorder_start, or GOSCHED_TRACE=flight=MS)",
+        ));
+    }
+    Ok(collect(&r))
+}
