@@ -70,7 +70,7 @@ struct Replay<'a> {
 
 impl<'a> Replay<'a> {
     fn rel(&self, ts: u64) -> u64 {
-        ts.saturating_sub(self.data.started_ns)
+        self.data.rel_ns(ts)
     }
 
     fn label(&self, g: u64, goroutine: bool) -> String {
@@ -345,7 +345,7 @@ pub(super) fn write(data: &Collected, mut w: impl Write) -> io::Result<TraceSumm
     let mut events: Vec<&(u32, super::Event)> = data
         .events
         .iter()
-        .filter(|(_, e)| e.ts >= data.from_ns)
+        .filter(|(_, e)| e.ts >= data.from)
         .collect();
     events.sort_by_key(|(_, e)| e.ts);
     let mut r = Replay {
@@ -368,7 +368,7 @@ pub(super) fn write(data: &Collected, mut w: impl Write) -> io::Result<TraceSumm
     // after the snapshot's clock read.)
     let end = events
         .last()
-        .map_or(data.taken_ns, |(_, e)| e.ts.max(data.taken_ns));
+        .map_or(data.taken.ticks, |(_, e)| e.ts.max(data.taken.ticks));
     let open: Vec<u32> = r.stacks.keys().copied().collect();
     for t in open {
         r.close_all(end, t);
@@ -383,7 +383,7 @@ pub(super) fn write(data: &Collected, mut w: impl Write) -> io::Result<TraceSumm
         "\"producer\":\"gosched {}\",\"mode\":\"{}\",\"window_start_us\":{},\"events\":{},\"dropped\":{},\"truncated\":{}",
         env!("CARGO_PKG_VERSION"),
         if data.flight { "flight recorder" } else { "full" },
-        data.from_ns.saturating_sub(data.started_ns) / 1000,
+        data.rel_ns(data.from) / 1000,
         events.len(),
         data.dropped,
         data.truncated
