@@ -58,7 +58,16 @@ pub mod chan;
 #[cfg(not(loom))]
 pub mod coro;
 #[cfg(not(loom))]
+pub mod net;
+#[cfg(not(loom))]
+pub(crate) mod netpoll;
+#[cfg(not(loom))]
 pub mod runtime;
+/// ... and the netpoller's readiness handshake.
+#[cfg(loom)]
+pub(crate) mod netpoll {
+    pub(crate) mod desc;
+}
 pub(crate) mod sched;
 #[cfg(not(loom))]
 pub mod sync;

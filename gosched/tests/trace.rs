@@ -465,3 +465,97 @@ fn gosched_trace_variable_writes_the_file_at_exit() {
         .count();
     assert!(finished >= 10, "{finished} finished runs");
 }
+
+/// Goroutine ids are per runtime: with two runtimes in one trace, every
+/// arrow joins a waker and a run of the same runtime, and each runtime's
+/// named goroutine keeps its own name (the ids overlap).
+#[test]
+fn two_runtimes_keep_their_arrows_and_names_apart() {
+    let _s = serial();
+    let rts: Vec<_> = ["alpha", "beta"]
+        .iter()
+        .map(|n| {
+            gosched::Builder::new()
+                .procs(2)
+                .thread_name(*n)
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let path = tmp("two");
+    trace_start(&path).unwrap();
+    let runs: Vec<_> = rts
+        .iter()
+        .zip(["alpha", "beta"])
+        .map(|(rt, n)| {
+            rt.go(move || {
+                let (a, b) = (gosched::chan::<u32>(0), gosched::chan::<u32>(0));
+                let (a2, b2) = (a.clone(), b.clone());
+                let echo = gosched::Go::new().name(format!("echo-{n}")).spawn(move || {
+                    while let Some(v) = a2.recv() {
+                        b2.send(v).unwrap();
+                    }
+                });
+                for i in 0..200 {
+                    a.send(i).unwrap();
+                    b.recv().unwrap();
+                }
+                let _ = a.close();
+                echo.join().unwrap();
+            })
+        })
+        .collect();
+    for (rt, h) in rts.iter().zip(runs) {
+        rt.block_on(h).unwrap();
+    }
+    trace_stop().unwrap();
+    let t = load(&path);
+    let slices = t.check_well_formed();
+    let names = t.track_names();
+    // Each runtime's echo runs only on its own Ms.
+    for n in ["alpha", "beta"] {
+        let runs: Vec<_> = slices
+            .iter()
+            .filter(|(b, _)| name(b).ends_with(&format!("echo-{n}")))
+            .filter(|(b, _)| !names[&track(b)].starts_with('P'))
+            .collect();
+        assert!(runs.len() >= 100, "{n}: {} runs", runs.len());
+        for (b, _) in runs {
+            assert!(
+                names[&track(b)].starts_with(n),
+                "{n}'s echo ran on {}",
+                names[&track(b)]
+            );
+        }
+    }
+    // Every arrow between two Ms stays within one runtime.
+    let mut outs = HashMap::new();
+    for e in &t.events {
+        if e["flow_out"] == true {
+            outs.insert(e["bind_id"].as_str().unwrap().to_string(), e);
+        }
+    }
+    let mut checked = 0;
+    for e in t.events.iter().filter(|e| e["flow_in"] == true) {
+        let o = outs[e["bind_id"].as_str().unwrap()];
+        let (from, to) = (&names[&track(o)], &names[&track(e)]);
+        let rt_of = |s: &str| {
+            if s.starts_with("alpha") {
+                "alpha"
+            } else if s.starts_with("beta") {
+                "beta"
+            } else {
+                "other"
+            }
+        };
+        if rt_of(from) != "other" {
+            assert_eq!(
+                rt_of(from),
+                rt_of(to),
+                "an arrow from {from} to {to}: {o} -> {e}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 400, "{checked} arrows between Ms");
+}

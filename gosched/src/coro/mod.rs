@@ -577,7 +577,7 @@ impl Go {
                             .unwrap_or_else(|e| e.into_inner())
                             .insert(id, n.clone());
                         if crate::trace::on() {
-                            crate::trace::record_name(id, n);
+                            crate::trace::record_name(shared.trace_rt, id, n);
                         }
                     }
                     Goroutine::new(f, id, name, size, pool, pinned)

@@ -83,7 +83,10 @@ impl Shared {
             || self.spinning_ms() != 0
             || self.global_len() != 0
             || self.next_timer() != NEVER
+            || self.netpoll.active()
         {
+            // (A socket may still deliver: Go's checkdead also gives up
+            // while the netpoller has waiters.)
             return None;
         }
         let idle_ms = lock(&self.sched).idle_ms();

@@ -106,6 +106,23 @@ impl Shared {
 
     /// Put a P on the idle list (caller holds the lock and owns the P) — or,
     /// if an M with homed goroutines waits for a P, hand it that M instead.
+    /// A socket was registered (`net`): make sure some M polls the network.
+    /// An M asleep on its parker until the next timer (it went to sleep
+    /// before any socket existed) comes back and blocks in the poller; with
+    /// no sleeper, an idle P gets an M, which ends up there when it finds
+    /// nothing to do. (Busy Ms poll at their schedule, sysmon every 10 ms.)
+    #[cfg(not(loom))]
+    pub(crate) fn netpoll_registered(&self, _first: bool) {
+        if self.netpoll.someone_blocked() {
+            return;
+        }
+        if let Some(m) = &*lock(&self.sleeper) {
+            m.wake();
+            return;
+        }
+        self.wakep_if_idle();
+    }
+
     pub(crate) fn pidleput(&self, s: &mut Sched, p: usize) {
         if crate::trace::on() {
             self.trace(p, crate::trace::Ev::ProcIdle);

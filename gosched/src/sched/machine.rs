@@ -157,6 +157,15 @@ pub(crate) struct Machine {
     /// sysmon asks the task running here to yield (`preempt.rs`; a hint:
     /// std atomic, outside loom's model).
     pub(crate) preempt: std::sync::atomic::AtomicBool,
+    /// This M (the timer sleeper) is blocked in the netpoller, not on its
+    /// parker: `wake` also wakes the poller. SeqCst: a Dekker pair with the
+    /// inbox length (`push_locked` stores the length, then reads this; the
+    /// sleeper stores this, then reads the length).
+    #[cfg(not(loom))]
+    in_netpoll: std::sync::atomic::AtomicBool,
+    /// The runtime, for `wake` to reach its poller.
+    #[cfg(not(loom))]
+    runtime: std::sync::OnceLock<std::sync::Weak<Shared>>,
 }
 
 struct Inbox {
@@ -199,6 +208,21 @@ impl Machine {
             inbox_len: AtomicUsize::new(0),
             homed: std::sync::atomic::AtomicUsize::new(0),
             preempt: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(not(loom))]
+            in_netpoll: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(not(loom))]
+            runtime: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Wake this M wherever it waits: its parker, or the netpoller.
+    pub(crate) fn wake(&self) {
+        self.parker.wake();
+        #[cfg(not(loom))]
+        if self.in_netpoll.load(SeqCst) {
+            if let Some(s) = self.runtime.get().and_then(std::sync::Weak::upgrade) {
+                s.netpoll.wake();
+            }
         }
     }
 
@@ -221,7 +245,7 @@ impl Machine {
         inbox.tasks.push_back(task);
         self.inbox_len.store(inbox.tasks.len(), SeqCst);
         drop(inbox);
-        self.parker.wake();
+        self.wake();
     }
 
     /// Home `task`, a pinned goroutine that has not run yet, on this M: it
@@ -406,6 +430,8 @@ pub(crate) fn newm(shared: Arc<Shared>, p: usize, spinning: bool) {
         }
         None => {
             let m = Arc::new(Machine::new());
+            #[cfg(not(loom))]
+            let _ = m.runtime.set(Arc::downgrade(&shared));
             lock(&shared.machines).push(m.clone());
             m
         }
@@ -710,6 +736,11 @@ impl MachineCtx {
             .store(p.execs.load(Relaxed).wrapping_add(1), Release);
         debug_assert!(!task.pinned() || task.home().is_some(), "placed first");
         debug_assert!(task.home().is_none_or(|h| Arc::ptr_eq(h, &self.m)));
+        if TRACE {
+            // Stamped while the P is still RUNNING (sysmon cannot take it):
+            // a retake always comes after this start on the P's track.
+            self.trace_start(pi, &task);
+        }
         self.pword.set(p.status.begin_poll());
         self.poll_seq.set(self.poll_seq.get().wrapping_add(1));
         self.in_poll.set(true);
@@ -718,9 +749,6 @@ impl MachineCtx {
         if self.shared.debug.hogs {
             let h = task.header();
             p.running.set(h.id, h.goroutine, h.site);
-        }
-        if TRACE {
-            self.trace_start(pi, &task);
         }
         let ran = task.run_detailed();
         self.running.set(None);
@@ -797,13 +825,14 @@ impl MachineCtx {
                 .store(p.schedtick.load(Relaxed).wrapping_add(1), Relaxed);
             p.execs
                 .store(p.execs.load(Relaxed).wrapping_add(1), Release);
-            self.pword.set(p.status.begin_poll());
-            self.p.set(Some(pi));
             if crate::trace::on() {
+                // Before USER, as `execute` stamps its start.
                 let (g, goroutine) = self.running_g();
                 self.shared
                     .trace(pi, crate::trace::Ev::ProcTake { g, goroutine });
             }
+            self.pword.set(p.status.begin_poll());
+            self.p.set(Some(pi));
         }
     }
 
@@ -942,7 +971,21 @@ impl MachineCtx {
                 return Some((t, false));
             }
 
-            // 5. Netpoll (non-blocking) goes here with the netpoller issue.
+            // 5. The netpoller, without blocking, unless an M is blocked in
+            // it (it will deliver): what is ready lands in our runnext.
+            #[cfg(not(loom))]
+            if shared.netpoll.active() && !shared.netpoll.someone_blocked() {
+                if let Some(n @ 1..) = shared.netpoll.poll(Some(Duration::ZERO), now_ns()) {
+                    let _ = n;
+                    // SAFETY: we own `p`.
+                    if let Some(r) = unsafe { p.runqget() } {
+                        return Some(r);
+                    }
+                    if let Some(t) = self.homed_pop() {
+                        return Some((t, false));
+                    }
+                }
+            }
 
             // 6. Steal, if this M already spins or fewer than half the busy Ps spin.
             if self.spinning.get() || shared.may_spin() {
@@ -1202,7 +1245,11 @@ impl MachineCtx {
         // left set would keep every M's runtime calls on the slow path.
         preempt::clear(&self.m);
         let next = shared.next_timer();
-        if next != NEVER {
+        #[cfg(not(loom))]
+        let netpoll = shared.netpoll.active();
+        #[cfg(loom)]
+        let netpoll = false;
+        if next != NEVER || netpoll {
             if next <= now_ns() {
                 // Due already: run it on an idle P. If every P is busy, their Ms
                 // run their own timers at their next schedule.
@@ -1413,6 +1460,20 @@ impl MachineCtx {
             next = again;
         }
         let now = now_ns();
+        #[cfg(not(loom))]
+        if shared.netpoll.active() {
+            // Block in the netpoller instead (`netpoll/mod.rs`, "Who polls"),
+            // until the next timer (forever if none).
+            self.m.in_netpoll.store(true, SeqCst);
+            if next > now && !shared.shutdown.load(Acquire) && !self.has_homed_work() {
+                let timeout = (next != NEVER).then(|| Duration::from_nanos(next - now));
+                shared.netpoll.poll(timeout, now);
+            }
+            self.m.in_netpoll.store(false, SeqCst);
+        } else if next > now && !shared.shutdown.load(Acquire) && !self.has_homed_work() {
+            self.m.parker.wait_timeout(Duration::from_nanos(next - now));
+        }
+        #[cfg(loom)]
         if next > now && !shared.shutdown.load(Acquire) && !self.has_homed_work() {
             self.m.parker.wait_timeout(Duration::from_nanos(next - now));
         }

@@ -171,6 +171,10 @@ pub(crate) struct Shared {
     /// `GOSCHED_DEBUG` (`stats.rs`).
     #[cfg(not(loom))]
     pub(crate) debug: stats::Debug,
+    /// The netpoller (`crate::netpoll`): its epoll instance is made at the
+    /// first socket registration.
+    #[cfg(not(loom))]
+    pub(crate) netpoll: crate::netpoll::Poller,
     /// This runtime's id in the timeline (`crate::trace`).
     pub(crate) trace_rt: u32,
     /// Ourselves, for the `Arc` a new M or a task needs.
@@ -241,6 +245,8 @@ impl Shared {
             started: std::time::Instant::now(),
             #[cfg(not(loom))]
             debug: stats::Debug::from_env(),
+            #[cfg(not(loom))]
+            netpoll: crate::netpoll::Poller::new(),
             trace_rt: crate::trace::new_runtime(&config.name),
             me: me.clone(),
             config,

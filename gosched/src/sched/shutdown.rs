@@ -64,7 +64,7 @@ impl Shared {
             m.parker.wake();
         }
         if let Some(m) = &*lock(&self.sleeper) {
-            m.parker.wake();
+            m.wake();
         }
         #[cfg(not(loom))]
         self.sysmon.wake();

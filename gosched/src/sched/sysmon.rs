@@ -57,6 +57,8 @@ use super::Shared;
 use crate::loom::lock;
 use crate::loom::sync::atomic::Ordering::*;
 
+/// sysmon polls the network when nobody has for this long (Go: 10 ms).
+const NETPOLL_EVERY: u64 = 10_000_000;
 /// A time slice longer than this gets a preemption request (Go's
 /// `forcePreemptNS`).
 pub(crate) const FORCE_PREEMPT: u64 = 10_000_000;
@@ -294,6 +296,14 @@ impl Shared {
                 self.follow_cpu_quota();
             }
             trace(now);
+            // Nobody polled the network for a while (every M busy): poll
+            // for them (Go: 10 ms).
+            if self.netpoll.active()
+                && !self.netpoll.someone_blocked()
+                && now.saturating_sub(self.netpoll.last_poll()) >= NETPOLL_EVERY
+            {
+                self.netpoll.poll(Some(Duration::ZERO), now);
+            }
             let look = self.sysmon_look(&mut recs, now);
             if look.runnext_stuck {
                 last_stuck = now;

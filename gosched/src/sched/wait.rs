@@ -62,6 +62,8 @@ pub(crate) enum WaitReason {
     Once,
     Join,
     Syscall,
+    /// A socket read, write, accept or connect (`net`).
+    IoWait,
 }
 
 impl WaitReason {
@@ -81,6 +83,7 @@ impl WaitReason {
             Once,
             Join,
             Syscall,
+            IoWait,
         ]
         .get(v as usize)
         .copied()
@@ -104,6 +107,7 @@ impl WaitReason {
             WaitReason::Once => "sync.Once.Do",
             WaitReason::Join => "join",
             WaitReason::Syscall => "syscall",
+            WaitReason::IoWait => "IO wait",
         }
     }
 }

@@ -91,13 +91,14 @@ struct Registry {
     start: Point,
     threads: Vec<ThreadEntry>,
     /// Full chunks, oldest retirement first, with their thread's track id.
-    retired: VecDeque<(u32, Box<Chunk>)>,
+    /// Shared: a snapshot copies them after it lets go of the lock.
+    retired: VecDeque<(u32, Arc<Chunk>)>,
     retired_events: usize,
     dropped: u64,
     /// A full trace hit `LIMIT_EVENTS` and stopped recording.
     truncated: bool,
-    /// Named goroutines' names, by id (this session).
-    names: BTreeMap<u64, Arc<str>>,
+    /// Named goroutines' names, by runtime and id (this session).
+    names: BTreeMap<(u32, u64), Arc<str>>,
     /// Spare chunks (no reader reaches them). Boxed: a thread's current
     /// chunk is a raw pointer from `Box::into_raw`, so a chunk never moves.
     #[allow(clippy::vec_box)]
@@ -146,6 +147,13 @@ fn give_back(r: &mut Registry, c: Box<Chunk>) {
     }
 }
 
+/// A retired chunk nobody needs any more: spare if no snapshot holds it.
+fn give_back_retired(r: &mut Registry, c: Arc<Chunk>) {
+    if let Some(c) = Arc::into_inner(c) {
+        give_back(r, Box::new(c));
+    }
+}
+
 fn registry() -> MutexGuard<'static, Registry> {
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -160,10 +168,10 @@ pub(super) fn name_runtime(id: u32, name: &str) {
 /// A named goroutine was created (call under `on()`): its name labels its
 /// slices.
 #[cold]
-pub(crate) fn record_name(g: u64, name: &Arc<str>) {
+pub(crate) fn record_name(rt: u32, g: u64, name: &Arc<str>) {
     let mut r = registry();
     if r.mode.is_some() {
-        r.names.insert(g, name.clone());
+        r.names.insert((rt, g), name.clone());
     }
 }
 
@@ -247,14 +255,28 @@ fn register(l: &mut Local) -> bool {
     }
     let chunk = Box::into_raw(take_chunk(&mut r));
     let tid = r.threads.len() as u32 + 1;
-    let name = std::thread::current()
-        .name()
-        .map_or_else(|| format!("thread {tid}"), str::to_string);
+    let name = thread_name().unwrap_or_else(|| format!("thread {tid}"));
     r.threads.push(ThreadEntry { tid, name, chunk });
     l.session = r.session;
     l.index = r.threads.len() - 1;
     l.chunk = chunk;
     true
+}
+
+/// The calling thread's name, from the OS (`std::thread::current` may
+/// panic while a thread's locals are being destroyed, where wakers can
+/// still run).
+fn thread_name() -> Option<String> {
+    let mut buf = [0u8; 64];
+    // SAFETY: a valid buffer and its length, for the calling thread.
+    let rc = unsafe {
+        libc::pthread_getname_np(libc::pthread_self(), buf.as_mut_ptr().cast(), buf.len())
+    };
+    if rc != 0 {
+        return None;
+    }
+    let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    (n > 0).then(|| String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
 /// Our chunk is full: retire it and start a new one. False if the session
@@ -287,7 +309,7 @@ fn replace_full(l: &mut Local) -> bool {
 fn retire(r: &mut Registry, tid: u32, chunk: Box<Chunk>) {
     let n = chunk.len.load(Relaxed);
     r.retired_events += n;
-    r.retired.push_back((tid, chunk));
+    r.retired.push_back((tid, Arc::from(chunk)));
     match r.mode {
         Some(Mode::Flight { window_ns }) => {
             let now = Point::now();
@@ -304,7 +326,7 @@ fn retire(r: &mut Registry, tid: u32, chunk: Box<Chunk>) {
                 }
                 let n = c.len.load(Relaxed);
                 let (_, c) = r.retired.pop_front().expect("front exists");
-                give_back(r, c);
+                give_back_retired(r, c);
                 r.retired_events -= n;
                 r.dropped += n as u64;
             }
@@ -349,7 +371,7 @@ pub(crate) struct Collected {
     pub(crate) events: Vec<(u32, Event)>,
     pub(crate) threads: Vec<(u32, String)>,
     pub(crate) runtimes: Vec<(u32, String)>,
-    pub(crate) names: BTreeMap<u64, Arc<str>>,
+    pub(crate) names: BTreeMap<(u32, u64), Arc<str>>,
     pub(crate) start: Point,
     pub(crate) taken: Point,
     /// Nanoseconds per tick.
@@ -368,49 +390,83 @@ impl Collected {
     }
 }
 
-fn collect(r: &Registry) -> Collected {
-    // A rate needs two points far enough apart (a snapshot right after the
-    // start waits a little).
-    let mut taken = Point::now();
-    while taken.ns.saturating_sub(r.start.ns) < clock::MIN_SPAN_NS {
-        std::hint::spin_loop();
-        taken = Point::now();
-    }
-    let scale = clock::scale(r.start, taken);
-    let mut events = Vec::with_capacity(r.retired_events + r.threads.len() * CHUNK_EVENTS);
-    for (tid, c) in &r.retired {
-        c.published(&mut events, *tid);
-    }
+/// What `collect` takes under the registry lock: the retired chunks (shared)
+/// and copies of the current chunks' prefixes; the rest happens after.
+struct Taken {
+    retired: Vec<(u32, Arc<Chunk>)>,
+    current: Vec<(u32, Event)>,
+    threads: Vec<(u32, String)>,
+    names: BTreeMap<(u32, u64), Arc<str>>,
+    start: Point,
+    window_ns: Option<u64>,
+    dropped: u64,
+    truncated: bool,
+}
+
+/// Under the lock: only what cannot wait (the threads' current chunks are
+/// theirs again once we let go), at most one chunk per live thread.
+fn take(r: &Registry) -> Taken {
+    let live = r.threads.iter().filter(|t| !t.chunk.is_null()).count();
+    let mut current = Vec::with_capacity(live * CHUNK_EVENTS);
     for t in &r.threads {
         if !t.chunk.is_null() {
             // SAFETY: a thread's current chunk stays alive while we hold the
             // registry lock (it moves or frees it only under the lock).
-            unsafe { &*t.chunk }.published(&mut events, t.tid);
+            unsafe { &*t.chunk }.published(&mut current, t.tid);
         }
     }
+    Taken {
+        retired: r.retired.iter().cloned().collect(),
+        current,
+        threads: r.threads.iter().map(|t| (t.tid, t.name.clone())).collect(),
+        names: r.names.clone(),
+        start: r.start,
+        window_ns: match r.mode {
+            Some(Mode::Flight { window_ns }) => Some(window_ns),
+            _ => None,
+        },
+        dropped: r.dropped,
+        truncated: r.truncated,
+    }
+}
+
+/// Outside the lock: copy the retired chunks, merge, convert the clock.
+fn finish(t: Taken) -> Collected {
+    // A rate needs two points far enough apart (a snapshot right after the
+    // start waits a little).
+    let mut taken = Point::now();
+    while taken.ns.saturating_sub(t.start.ns) < clock::MIN_SPAN_NS {
+        std::hint::spin_loop();
+        taken = Point::now();
+    }
+    let scale = clock::scale(t.start, taken);
+    let n: usize = t.retired.iter().map(|(_, c)| c.len.load(Acquire)).sum();
+    let mut events = Vec::with_capacity(n + t.current.len());
+    for (tid, c) in &t.retired {
+        c.published(&mut events, *tid);
+    }
+    events.extend(t.current);
     // Retired chunks come before the current ones of their thread: a stable
-    // sort by track keeps each thread's events in order.
+    // sort by track keeps each thread's events in order. An event stamped
+    // before the session began (a thread that read the clock, then joined
+    // the new session) is left out.
+    events.retain(|(_, e)| e.ts >= t.start.ticks);
     events.sort_by_key(|(tid, _)| *tid);
-    let (from, flight) = match r.mode {
-        Some(Mode::Flight { window_ns }) => (
-            taken
-                .ticks
-                .saturating_sub(clock::ticks_in(window_ns, scale)),
-            true,
-        ),
-        _ => (0, false),
+    let (from, flight) = match t.window_ns {
+        Some(w) => (taken.ticks.saturating_sub(clock::ticks_in(w, scale)), true),
+        None => (0, false),
     };
     Collected {
         events,
-        threads: r.threads.iter().map(|t| (t.tid, t.name.clone())).collect(),
+        threads: t.threads,
         runtimes: RUNTIMES.lock().unwrap_or_else(|e| e.into_inner()).clone(),
-        names: r.names.clone(),
-        start: r.start,
+        names: t.names,
+        start: t.start,
         taken,
         scale,
         from,
-        dropped: r.dropped,
-        truncated: r.truncated,
+        dropped: t.dropped,
+        truncated: t.truncated,
         flight,
     }
 }
@@ -425,19 +481,20 @@ pub(super) fn stop() -> io::Result<(Collected, Mode)> {
         ));
     };
     ON.store(false, Relaxed);
-    // Put the mode back for `collect` to read it, then take it for good.
+    // Put the mode back for `take` to read it, then take it for good.
     r.mode = Some(mode);
-    let data = collect(&r);
+    let taken = take(&r);
     let mode = r.mode.take().expect("set above");
     // The threads' chunks are theirs to drop (at their next event or exit);
     // from now on no reader reaches them.
     r.threads.clear();
     while let Some((_, c)) = r.retired.pop_front() {
-        give_back(&mut r, c);
+        give_back_retired(&mut r, c);
     }
     r.retired_events = 0;
     r.names.clear();
-    Ok((data, mode))
+    drop(r);
+    Ok((finish(taken), mode))
 }
 
 /// Copy what is recorded so far; recording goes on.
@@ -450,7 +507,9 @@ pub(super) fn snapshot() -> io::Result<Collected> {
              (runtime::flight_recorder_start, or GOSCHED_TRACE=flight=MS)",
         ));
     }
-    Ok(collect(&r))
+    let taken = take(&r);
+    drop(r);
+    Ok(finish(taken))
 }
 
 #[cfg(test)]
@@ -473,12 +532,14 @@ mod tests {
             window_ns: u64::MAX,
         })
         .unwrap();
+        // Stamps after the session's start (earlier ones are left out).
+        let base = clock::ticks();
         let writers: Vec<_> = (0..THREADS)
             .map(|t| {
                 std::thread::spawn(move || {
                     for i in 0..EACH {
                         push(Event {
-                            ts: i,
+                            ts: base + i,
                             rt: MARK,
                             p: NO_P,
                             ev: Ev::Unblock { g: i, by: t },
@@ -495,7 +556,7 @@ mod tests {
                 let Ev::Unblock { g, by } = e.ev else {
                     panic!("not ours: {e:?}");
                 };
-                assert_eq!(e.ts, g, "torn event");
+                assert_eq!(e.ts - base, g, "torn event");
                 let want = next.entry(*tid).or_insert((by, 0));
                 assert_eq!((by, g), *want, "events of one thread out of order");
                 want.1 += 1;

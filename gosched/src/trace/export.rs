@@ -21,15 +21,17 @@
 //! snapshot's time. A flow whose G did not start again within the window is
 //! left out at both ends.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 
 use super::buffer::Collected;
 use super::{Ev, Retake, Stop, TraceSummary, NO_P};
 
 /// P tracks' ids (after every thread's; Perfetto reads ids as 32 bits).
-const P_TRACK_BASE: u32 = 1_000_000;
+const P_TRACK_BASE: u32 = 0x8000_0000;
 const P_TRACKS_PER_RUNTIME: u32 = 10_000;
+/// Runtimes with tracks of their own (ids wrap past it).
+const MAX_RUNTIMES: u32 = 200_000;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Open {
@@ -56,37 +58,50 @@ struct Out {
     flow: Option<(u64, bool)>,
 }
 
-struct Replay<'a> {
+/// The replay runs twice over the same events: the first pass only learns
+/// which flow arrows get both ends (and which P tracks exist); the second
+/// writes each event as it goes, so memory stays that of the open slices, not
+/// of the output.
+struct Replay<'a, 'w> {
     data: &'a Collected,
-    out: Vec<Out>,
     stacks: HashMap<u32, Vec<Open>>,
     /// Track id → pid (runtime).
     pids: HashMap<u32, u32>,
-    /// G → (flow id, index in `out` of its flow-out slice).
-    pending: HashMap<u64, (u64, usize)>,
+    /// (runtime, G) → the id of the flow arrow waiting for its next run.
+    pending: HashMap<(u32, u64), u64>,
     next_flow: u64,
+    /// Flow ids that reach a run (filled by the first pass).
+    matched: HashSet<u64>,
     thread_names: HashMap<u32, &'a str>,
+    /// The second pass writes here.
+    sink: Option<&'w mut dyn Write>,
+    /// The first write error.
+    err: io::Result<()>,
 }
 
-impl<'a> Replay<'a> {
+impl Replay<'_, '_> {
     fn rel(&self, ts: u64) -> u64 {
         self.data.rel_ns(ts)
     }
 
-    fn label(&self, g: u64, goroutine: bool) -> String {
+    fn label(&self, rt: u32, g: u64, goroutine: bool) -> String {
         let kind = if goroutine { "G" } else { "task " };
-        match self.data.names.get(&g) {
+        match self.data.names.get(&(rt, g)) {
             Some(n) => format!("{kind}{g} {n}"),
             None => format!("{kind}{g}"),
         }
     }
 
-    fn emit(&mut self, o: Out) -> usize {
-        self.out.push(o);
-        self.out.len() - 1
+    fn emit(&mut self, o: Out) {
+        let Some(w) = self.sink.as_deref_mut() else {
+            return;
+        };
+        if self.err.is_ok() {
+            self.err = write_out(w, &o, &self.matched);
+        }
     }
 
-    fn slice(&mut self, ph: u8, ts: u64, track: u32, name: String) -> Out {
+    fn slice(&self, ph: u8, ts: u64, track: u32, name: String) -> Out {
         Out {
             ph,
             ts: self.rel(ts),
@@ -125,15 +140,23 @@ impl<'a> Replay<'a> {
         }
     }
 
-    fn close_all(&mut self, ts: u64, track: u32) {
-        let n = self.stacks.get(&track).map_or(0, Vec::len);
+    /// Close everything on `track` above its first `keep` slices.
+    fn close_above(&mut self, ts: u64, track: u32, keep: usize) {
+        let n = self
+            .stacks
+            .get(&track)
+            .map_or(0, |s| s.len().saturating_sub(keep));
         if let Some(s) = self.stacks.get_mut(&track) {
-            s.clear();
+            s.truncate(keep.min(s.len()));
         }
         for _ in 0..n {
             let e = self.slice(b'E', ts, track, String::new());
             self.emit(e);
         }
+    }
+
+    fn close_all(&mut self, ts: u64, track: u32) {
+        self.close_above(ts, track, 0);
     }
 
     /// The bottom of a P track's stack: the M holding it.
@@ -146,7 +169,9 @@ impl<'a> Replay<'a> {
     }
 
     fn p_track(&mut self, rt: u32, p: u32) -> u32 {
-        let t = P_TRACK_BASE + rt * P_TRACKS_PER_RUNTIME + p.min(P_TRACKS_PER_RUNTIME - 1);
+        let t = P_TRACK_BASE
+            + (rt % MAX_RUNTIMES) * P_TRACKS_PER_RUNTIME
+            + p.min(P_TRACKS_PER_RUNTIME - 1);
         self.pids.entry(t).or_insert(rt);
         t
     }
@@ -163,13 +188,13 @@ impl<'a> Replay<'a> {
         }
     }
 
-    fn flow_out(&mut self, g: u64, idx: usize) {
+    /// A new arrow leaving `o` towards G `g`'s next run; `o` is written.
+    fn flow_out(&mut self, rt: u32, g: u64, mut o: Out) {
         let id = self.next_flow;
         self.next_flow += 1;
-        self.out[idx].flow = Some((id, true));
-        if let Some((_, old)) = self.pending.insert(g, (id, idx)) {
-            self.out[old].flow = None;
-        }
+        o.flow = Some((id, true));
+        self.pending.insert((rt, g), id);
+        self.emit(o);
     }
 
     fn instant(&mut self, ts: u64, tid: u32, name: String, args: Vec<(&'static str, Arg)>) {
@@ -188,33 +213,35 @@ impl<'a> Replay<'a> {
                 goroutine,
                 site,
             } => {
-                let mut o = self.slice(b'X', ts, tid, format!("go {}", self.label(g, goroutine)));
+                let name = format!("go {}", self.label(e.rt, g, goroutine));
+                let mut o = self.slice(b'X', ts, tid, name);
                 o.dur = Some(0);
                 o.args = vec![
                     ("g", Arg::U(g)),
                     ("parent", Arg::U(parent)),
                     ("site", Arg::S(format!("{}:{}", site.file(), site.line()))),
                 ];
-                let idx = self.emit(o);
-                self.flow_out(g, idx);
+                self.flow_out(e.rt, g, o);
             }
             Ev::Start { g, goroutine } => {
                 // One poll at a time on a thread: anything open is stale.
                 self.close_all(ts, tid);
-                let name = self.label(g, goroutine);
+                let name = self.label(e.rt, g, goroutine);
                 let mut o = self.slice(b'B', ts, tid, name.clone());
                 o.args = vec![("g", Arg::U(g))];
                 if let Some(p) = p {
                     o.args.push(("p", Arg::U(u64::from(p))));
                 }
-                if let Some((id, _)) = self.pending.remove(&g) {
+                if let Some(id) = self.pending.remove(&(e.rt, g)) {
+                    self.matched.insert(id);
                     o.flow = Some((id, false));
                 }
                 self.open(tid, Open::G(g), o);
                 if let Some(p) = p {
                     let pt = self.p_track(e.rt, p);
                     self.own(ts, pt, tid);
-                    self.close_to(ts, pt, Open::G(g), Vec::new());
+                    // Only the M's slice stays open below a new run.
+                    self.close_above(ts, pt, 1);
                     let o = self.slice(b'B', ts, pt, name);
                     self.open(pt, Open::G(g), o);
                 }
@@ -237,8 +264,7 @@ impl<'a> Replay<'a> {
                 let mut o = self.slice(b'X', ts, tid, format!("unblock G{g}"));
                 o.dur = Some(0);
                 o.args = vec![("g", Arg::U(g)), ("by", Arg::U(by))];
-                let idx = self.emit(o);
-                self.flow_out(g, idx);
+                self.flow_out(e.rt, g, o);
             }
             Ev::Steal { victim, n } => {
                 let name = format!("steal {n} from P{victim}");
@@ -301,7 +327,7 @@ impl<'a> Replay<'a> {
                     let pt = self.p_track(e.rt, p);
                     self.own(ts, pt, tid);
                     if g != 0 && self.top(pt) == Some(Open::Owner(tid)) {
-                        let name = self.label(g, goroutine);
+                        let name = self.label(e.rt, g, goroutine);
                         let o = self.slice(b'B', ts, pt, name);
                         self.open(pt, Open::G(g), o);
                     }
@@ -339,43 +365,56 @@ impl<'a> Replay<'a> {
     }
 }
 
+/// Which events a release (of a P, a slice) is: at equal times they go
+/// first, so that a P handed over at one tick closes before it reopens.
+fn rank(ev: &Ev) -> u8 {
+    match ev {
+        Ev::End { .. } | Ev::ProcIdle | Ev::Handoff | Ev::Retake { .. } | Ev::SyscallExit => 0,
+        _ => 1,
+    }
+}
+
 /// Write `data` as trace JSON.
 pub(super) fn write(data: &Collected, mut w: impl Write) -> io::Result<TraceSummary> {
-    // Merge by time; a stable sort keeps each thread's own order for ties.
     let mut events: Vec<&(u32, super::Event)> = data
         .events
         .iter()
         .filter(|(_, e)| e.ts >= data.from)
         .collect();
-    events.sort_by_key(|(_, e)| e.ts);
-    let mut r = Replay {
-        data,
-        out: Vec::with_capacity(events.len() * 2),
-        stacks: HashMap::new(),
-        pids: HashMap::new(),
-        pending: HashMap::new(),
-        next_flow: 1,
-        thread_names: data.threads.iter().map(|(t, n)| (*t, n.as_str())).collect(),
-    };
-    // A thread's track sits with the runtime of its first event.
-    for (tid, e) in &events {
-        r.pids.entry(*tid).or_insert(e.rt);
-    }
-    for (tid, e) in &events {
-        r.replay(*tid, e);
-    }
+    // Merge by time (releases first at a tie); a stable sort keeps each
+    // thread's own order otherwise.
+    events.sort_by_key(|(_, e)| (e.ts, rank(&e.ev)));
     // (A thread that saw tracing on just before it stopped may have recorded
     // after the snapshot's clock read.)
     let end = events
         .last()
         .map_or(data.taken.ticks, |(_, e)| e.ts.max(data.taken.ticks));
-    let open: Vec<u32> = r.stacks.keys().copied().collect();
-    for t in open {
-        r.close_all(end, t);
+    let mut r = Replay {
+        data,
+        stacks: HashMap::new(),
+        pids: HashMap::new(),
+        pending: HashMap::new(),
+        next_flow: 1,
+        matched: HashSet::new(),
+        thread_names: data.threads.iter().map(|(t, n)| (*t, n.as_str())).collect(),
+        sink: None,
+        err: Ok(()),
+    };
+    // A thread's track sits with the runtime of its first event.
+    for (tid, e) in &events {
+        r.pids.entry(*tid).or_insert(e.rt);
     }
-    for (_, idx) in std::mem::take(&mut r.pending).into_values() {
-        r.out[idx].flow = None;
-    }
+    let replay_all = |r: &mut Replay<'_, '_>| {
+        for (tid, e) in &events {
+            r.replay(*tid, e);
+        }
+        let open: Vec<u32> = r.stacks.keys().copied().collect();
+        for t in open {
+            r.close_all(end, t);
+        }
+    };
+    // Pass 1: which arrows arrive, which P tracks exist.
+    replay_all(&mut r);
 
     w.write_all(b"{\"displayTimeUnit\":\"ns\",\"otherData\":{")?;
     write!(
@@ -396,15 +435,7 @@ pub(super) fn write(data: &Collected, mut w: impl Write) -> io::Result<TraceSumm
         )?;
     }
     w.write_all(b"},\"traceEvents\":[\n")?;
-    let mut first = true;
-    let mut sep = |w: &mut dyn Write| -> io::Result<()> {
-        if !first {
-            w.write_all(b",\n")?;
-        }
-        first = false;
-        Ok(())
-    };
-    // Names: runtimes (processes), threads and Ps (tracks).
+    // Names first: runtimes (processes), threads and Ps (tracks).
     let mut pids: Vec<u32> = r.pids.values().copied().collect();
     pids.sort_unstable();
     pids.dedup();
@@ -413,13 +444,12 @@ pub(super) fn write(data: &Collected, mut w: impl Write) -> io::Result<TraceSumm
             || format!("runtime {pid}"),
             |(_, n)| format!("gosched runtime \"{n}\""),
         );
-        sep(&mut w)?;
         write!(
             w,
             "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{pid},\"tid\":0,\"args\":{{\"name\":"
         )?;
         json_str(&mut w, &name)?;
-        w.write_all(b"}}")?;
+        w.write_all(b"}},\n")?;
     }
     let mut tracks: Vec<(u32, u32)> = r.pids.iter().map(|(t, p)| (*t, *p)).collect();
     tracks.sort_unstable();
@@ -427,71 +457,38 @@ pub(super) fn write(data: &Collected, mut w: impl Write) -> io::Result<TraceSumm
         let (name, order) = if tid >= P_TRACK_BASE {
             (
                 format!("P{}", (tid - P_TRACK_BASE) % P_TRACKS_PER_RUNTIME),
-                tid - P_TRACK_BASE,
+                (tid - P_TRACK_BASE) % P_TRACKS_PER_RUNTIME,
             )
         } else {
             (
                 r.thread_names
                     .get(&tid)
                     .map_or_else(|| format!("thread {tid}"), |n| n.to_string()),
-                P_TRACK_BASE + tid,
+                P_TRACKS_PER_RUNTIME + tid,
             )
         };
-        sep(&mut w)?;
-        write!(w, "{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"name\":")?;
+        write!(
+            w,
+            "{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"name\":"
+        )?;
         json_str(&mut w, &name)?;
-        w.write_all(b"}}")?;
-        sep(&mut w)?;
-        write!(
+        w.write_all(b"}},\n")?;
+        writeln!(
             w,
-            "{{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"sort_index\":{order}}}}}"
+            "{{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"sort_index\":{order}}}}},"
         )?;
     }
-    for o in &r.out {
-        sep(&mut w)?;
-        write!(
-            w,
-            "{{\"ph\":\"{}\",\"ts\":{}.{:03},\"pid\":{},\"tid\":{}",
-            o.ph as char,
-            o.ts / 1000,
-            o.ts % 1000,
-            o.pid,
-            o.tid
-        )?;
-        if !o.name.is_empty() {
-            w.write_all(b",\"name\":")?;
-            json_str(&mut w, &o.name)?;
-        }
-        if let Some(d) = o.dur {
-            write!(w, ",\"dur\":{}.{:03}", d / 1000, d % 1000)?;
-        }
-        if o.ph == b'i' {
-            w.write_all(b",\"s\":\"t\"")?;
-        }
-        if let Some((id, out)) = o.flow {
-            write!(
-                w,
-                ",\"bind_id\":\"0x{id:x}\",\"{}\":true",
-                if out { "flow_out" } else { "flow_in" }
-            )?;
-        }
-        if !o.args.is_empty() {
-            w.write_all(b",\"args\":{")?;
-            for (i, (k, v)) in o.args.iter().enumerate() {
-                if i > 0 {
-                    w.write_all(b",")?;
-                }
-                write!(w, "\"{k}\":")?;
-                match v {
-                    Arg::U(u) => write!(w, "{u}")?,
-                    Arg::S(s) => json_str(&mut w, s)?,
-                }
-            }
-            w.write_all(b"}")?;
-        }
-        w.write_all(b"}")?;
-    }
-    w.write_all(b"\n]}\n")?;
+    // Pass 2: the same replay, written as it goes.
+    r.stacks.clear();
+    r.pending.clear();
+    r.next_flow = 1;
+    r.sink = Some(&mut w);
+    replay_all(&mut r);
+    std::mem::replace(&mut r.err, Ok(()))?;
+    drop(r);
+    // Every event line ends with ",\n": close the array with one more
+    // (harmless) metadata line.
+    w.write_all(b"{\"ph\":\"M\",\"name\":\"trace_end\",\"pid\":0,\"tid\":0,\"args\":{}}\n]}\n")?;
     w.flush()?;
     Ok(TraceSummary {
         path: None,
@@ -499,6 +496,53 @@ pub(super) fn write(data: &Collected, mut w: impl Write) -> io::Result<TraceSumm
         dropped: data.dropped + (data.events.len() - events.len()) as u64,
         truncated: data.truncated,
     })
+}
+
+/// One output event, followed by ",\n".
+fn write_out(w: &mut dyn Write, o: &Out, matched: &HashSet<u64>) -> io::Result<()> {
+    write!(
+        w,
+        "{{\"ph\":\"{}\",\"ts\":{}.{:03},\"pid\":{},\"tid\":{}",
+        o.ph as char,
+        o.ts / 1000,
+        o.ts % 1000,
+        o.pid,
+        o.tid
+    )?;
+    if !o.name.is_empty() {
+        w.write_all(b",\"name\":")?;
+        json_str(w, &o.name)?;
+    }
+    if let Some(d) = o.dur {
+        write!(w, ",\"dur\":{}.{:03}", d / 1000, d % 1000)?;
+    }
+    if o.ph == b'i' {
+        w.write_all(b",\"s\":\"t\"")?;
+    }
+    match o.flow {
+        // An arrow whose G never ran again within the trace is left out.
+        Some((id, out)) if !out || matched.contains(&id) => write!(
+            w,
+            ",\"bind_id\":\"0x{id:x}\",\"{}\":true",
+            if out { "flow_out" } else { "flow_in" }
+        )?,
+        _ => {}
+    }
+    if !o.args.is_empty() {
+        w.write_all(b",\"args\":{")?;
+        for (i, (k, v)) in o.args.iter().enumerate() {
+            if i > 0 {
+                w.write_all(b",")?;
+            }
+            write!(w, "\"{k}\":")?;
+            match v {
+                Arg::U(u) => write!(w, "{u}")?,
+                Arg::S(s) => json_str(w, s)?,
+            }
+        }
+        w.write_all(b"}")?;
+    }
+    w.write_all(b"},\n")
 }
 
 fn json_str(w: &mut dyn Write, s: &str) -> io::Result<()> {

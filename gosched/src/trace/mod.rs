@@ -65,7 +65,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use std::time::Duration;
 
-pub(crate) use buffer::record_name;
+/// A named goroutine was created (call under `on()`): its name labels its
+/// slices.
+#[cold]
+pub(crate) fn record_name(rt: u32, g: u64, name: &std::sync::Arc<str>) {
+    buffer::record_name(rt, g, name);
+}
 
 /// Whether a timeline is being recorded (full or flight). Written only under the
 /// registry lock; read by every recording site.
@@ -296,7 +301,12 @@ pub(crate) fn start_from_env() {
                 )),
             },
             None => start_full(Path::new(&v)).map(|()| {
+                static PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+                PID.store(std::process::id(), Relaxed);
                 extern "C" fn write_at_exit() {
+                    if std::process::id() != PID.load(Relaxed) {
+                        return; // a forked child: the file is the parent's
+                    }
                     let _ = std::panic::catch_unwind(|| match stop() {
                         Ok(_) => {}
                         // Stopped already (by `trace_stop`): nothing to write.

@@ -418,7 +418,7 @@ impl Shared {
         let until = self.sleeper_until.load(SeqCst);
         if until != 0 && when < until {
             if let Some(m) = &*lock(&self.sleeper) {
-                m.parker.wake();
+                m.wake();
             }
         }
     }
@@ -430,7 +430,7 @@ impl Shared {
             0 => self.wakep(),
             until if when < until => {
                 if let Some(m) = &*lock(&self.sleeper) {
-                    m.parker.wake();
+                    m.wake();
                 }
             }
             _ => {}

@@ -1,0 +1,399 @@
+//! TCP: a listener and a stream over the runtime's netpoller.
+
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use super::Socket;
+
+/// A TCP listening socket. `accept` parks the calling goroutine until a
+/// connection arrives.
+///
+/// ```
+/// use std::io::{Read, Write};
+/// let l = gosched::net::TcpListener::bind("127.0.0.1:0").unwrap();
+/// let addr = l.local_addr().unwrap();
+/// let server = gosched::go(move || {
+///     let (mut c, _) = l.accept().unwrap();
+///     let mut buf = [0; 5];
+///     c.read_exact(&mut buf).unwrap();
+///     c.write_all(&buf).unwrap();
+/// });
+/// let echoed = gosched::go(move || {
+///     let mut c = gosched::net::TcpStream::connect(addr).unwrap();
+///     c.write_all(b"hello").unwrap();
+///     let mut buf = [0; 5];
+///     c.read_exact(&mut buf).unwrap();
+///     buf
+/// });
+/// assert_eq!(&echoed.join().unwrap(), b"hello");
+/// server.join().unwrap();
+/// ```
+pub struct TcpListener {
+    s: Socket<mio::net::TcpListener>,
+}
+
+impl std::fmt::Debug for TcpListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpListener")
+            .field("local_addr", &self.s.io.local_addr().ok())
+            .finish()
+    }
+}
+
+impl TcpListener {
+    /// Bind to the first of `addr`'s addresses that works (as std's `bind`;
+    /// a host name is resolved on the calling thread).
+    ///
+    /// # Errors
+    /// As std's `TcpListener::bind`; or the netpoller cannot be created.
+    pub fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+        let std = std::net::TcpListener::bind(addr)?;
+        TcpListener::from_std(std)
+    }
+
+    /// Adopt a std listener (made non-blocking here).
+    ///
+    /// # Errors
+    /// If it cannot be made non-blocking or registered.
+    pub fn from_std(l: std::net::TcpListener) -> io::Result<TcpListener> {
+        l.set_nonblocking(true)?;
+        Ok(TcpListener {
+            s: Socket::new(mio::net::TcpListener::from_std(l))?,
+        })
+    }
+
+    /// Wait for a connection (parks the goroutine; on a plain thread, the
+    /// thread).
+    ///
+    /// # Errors
+    /// The OS's: e.g. `EMFILE` when the process is out of file descriptors
+    /// (returned, never retried in a loop here: back off and try again).
+    pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        let (io, addr) = self.s.blocking(&self.s.reg.desc.read, |l| l.accept())?;
+        Ok((TcpStream::from_mio(io)?, addr))
+    }
+
+    /// `accept` for async code.
+    ///
+    /// # Errors
+    /// As `accept`.
+    pub async fn accept_async(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        let (io, addr) = std::future::poll_fn(|cx| {
+            self.s
+                .poll_io(&self.s.reg.desc.read, cx, mio::net::TcpListener::accept)
+        })
+        .await?;
+        Ok((TcpStream::from_mio(io)?, addr))
+    }
+
+    /// The connections, one `accept` per item (never ends).
+    pub fn incoming(&self) -> Incoming<'_> {
+        Incoming { listener: self }
+    }
+
+    /// The address it is bound to.
+    ///
+    /// # Errors
+    /// The OS's.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.s.io.local_addr()
+    }
+
+    /// `IP_TTL`.
+    ///
+    /// # Errors
+    /// The OS's.
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        self.s.io.set_ttl(ttl)
+    }
+
+    /// `IP_TTL`.
+    ///
+    /// # Errors
+    /// The OS's.
+    pub fn ttl(&self) -> io::Result<u32> {
+        self.s.io.ttl()
+    }
+}
+
+/// The connections of a listener ([`TcpListener::incoming`]).
+#[derive(Debug)]
+pub struct Incoming<'a> {
+    listener: &'a TcpListener,
+}
+
+impl Iterator for Incoming<'_> {
+    type Item = io::Result<TcpStream>;
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(self.listener.accept().map(|(s, _)| s))
+    }
+}
+
+/// A TCP connection. `read`/`write` park the calling goroutine until the socket
+/// is ready; `&TcpStream` reads and writes too, so one goroutine may read
+/// while another writes (share it in an `Arc`).
+pub struct TcpStream {
+    s: Socket<mio::net::TcpStream>,
+}
+
+impl std::fmt::Debug for TcpStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpStream")
+            .field("local_addr", &self.s.io.local_addr().ok())
+            .field("peer_addr", &self.s.io.peer_addr().ok())
+            .finish()
+    }
+}
+
+impl TcpStream {
+    fn from_mio(io: mio::net::TcpStream) -> io::Result<TcpStream> {
+        Ok(TcpStream {
+            s: Socket::new(io)?,
+        })
+    }
+
+    /// Connect to the first of `addr`'s addresses that accepts (parks the
+    /// goroutine while the handshake runs). A host name is resolved on the
+    /// calling thread.
+    ///
+    /// # Errors
+    /// The last address's error (`ConnectionRefused`, …), or `InvalidInput`
+    /// if `addr` resolves to nothing.
+    pub fn connect(addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
+        each_addr(addr, |a| TcpStream::connect_one(a, None))
+    }
+
+    /// `connect` to one address, giving up after `timeout`
+    /// (`ErrorKind::TimedOut`).
+    ///
+    /// # Errors
+    /// As `connect`, or `TimedOut`.
+    pub fn connect_timeout(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+        TcpStream::connect_one(*addr, Some(Instant::now() + timeout))
+    }
+
+    fn connect_one(addr: SocketAddr, deadline: Option<Instant>) -> io::Result<TcpStream> {
+        let stream = TcpStream::from_mio(mio::net::TcpStream::connect(addr)?)?;
+        // Writable once the handshake is over, either way; then the socket
+        // error, or a peer address, says which.
+        let dir = &stream.s.reg.desc.write;
+        loop {
+            let seen = dir.seq();
+            if let Some(e) = stream.s.io.take_error()? {
+                return Err(e);
+            }
+            match stream.s.io.peer_addr() {
+                Ok(_) => return Ok(stream),
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => {}
+                Err(e) => return Err(e),
+            }
+            let wait = std::future::poll_fn(|cx| stream.s.wait(dir, seen, cx));
+            match deadline {
+                None => crate::coro::block_on(wait),
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if crate::coro::block_on(crate::time::timeout(left, wait)).is_err() {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!("gosched net: connect to {addr} timed out"),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    /// `connect` for async code.
+    ///
+    /// # Errors
+    /// As `connect` (for one address).
+    pub async fn connect_async(addr: SocketAddr) -> io::Result<TcpStream> {
+        let stream = TcpStream::from_mio(mio::net::TcpStream::connect(addr)?)?;
+        let dir = &stream.s.reg.desc.write;
+        loop {
+            let seen = dir.seq();
+            if let Some(e) = stream.s.io.take_error()? {
+                return Err(e);
+            }
+            match stream.s.io.peer_addr() {
+                Ok(_) => return Ok(stream),
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => {}
+                Err(e) => return Err(e),
+            }
+            std::future::poll_fn(|cx| stream.s.wait(dir, seen, cx)).await;
+        }
+    }
+
+    /// Adopt a connected std stream (made non-blocking here).
+    ///
+    /// # Errors
+    /// If it cannot be made non-blocking or registered.
+    pub fn from_std(s: std::net::TcpStream) -> io::Result<TcpStream> {
+        s.set_nonblocking(true)?;
+        TcpStream::from_mio(mio::net::TcpStream::from_std(s))
+    }
+
+    /// The peer's address.
+    ///
+    /// # Errors
+    /// The OS's (`NotConnected`).
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.s.io.peer_addr()
+    }
+
+    /// Our end's address.
+    ///
+    /// # Errors
+    /// The OS's.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.s.io.local_addr()
+    }
+
+    /// Shut down reading, writing or both (a parked reader of this stream
+    /// sees end of file).
+    ///
+    /// # Errors
+    /// The OS's.
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.s.io.shutdown(how)
+    }
+
+    /// `TCP_NODELAY`.
+    ///
+    /// # Errors
+    /// The OS's.
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        self.s.io.set_nodelay(on)
+    }
+
+    /// `TCP_NODELAY`.
+    ///
+    /// # Errors
+    /// The OS's.
+    pub fn nodelay(&self) -> io::Result<bool> {
+        self.s.io.nodelay()
+    }
+
+    /// Read what is there without taking it (parks until something is).
+    ///
+    /// # Errors
+    /// The OS's.
+    pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.s.blocking(&self.s.reg.desc.read, |s| s.peek(buf))
+    }
+}
+
+fn each_addr<T>(
+    addr: impl ToSocketAddrs,
+    mut f: impl FnMut(SocketAddr) -> io::Result<T>,
+) -> io::Result<T> {
+    let mut last = None;
+    for a in addr.to_socket_addrs()? {
+        match f(a) {
+            Ok(t) => return Ok(t),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "gosched net: the address resolved to nothing",
+        )
+    }))
+}
+
+impl Read for &TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.s.blocking(&self.s.reg.desc.read, |mut s| s.read(buf))
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        self.s
+            .blocking(&self.s.reg.desc.read, |mut s| s.read_vectored(bufs))
+    }
+}
+
+impl Write for &TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.s
+            .blocking(&self.s.reg.desc.write, |mut s| s.write(buf))
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.s
+            .blocking(&self.s.reg.desc.write, |mut s| s.write_vectored(bufs))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Read for TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self).read(buf)
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        (&*self).read_vectored(bufs)
+    }
+}
+
+impl Write for TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self).write(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        (&*self).write_vectored(bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl futures_io::AsyncRead for TcpStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        let s = &self.s;
+        s.poll_io(&s.reg.desc.read, cx, |mut io| io.read(buf))
+    }
+}
+
+impl futures_io::AsyncWrite for TcpStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let s = &self.s;
+        s.poll_io(&s.reg.desc.write, cx, |mut io| io.write(buf))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_close(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(self.s.io.shutdown(Shutdown::Write))
+    }
+}
+
+impl std::os::fd::AsRawFd for TcpStream {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.s.io.as_raw_fd()
+    }
+}
+
+impl std::os::fd::AsRawFd for TcpListener {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.s.io.as_raw_fd()
+    }
+}

@@ -1,0 +1,251 @@
+//! The netpoller: one epoll instance per runtime (through `mio`), turning socket
+//! readiness into `Waker` calls (Go's `netpoll`).
+//!
+//! # Who polls
+//!
+//! As in Go, the scheduler polls; there is no poller thread.
+//! - An M looking for work polls without blocking (`find_runnable`, step 5)
+//!   when nobody is blocked in the poller.
+//! - The M that would otherwise sleep until the next timer (the *timer
+//!   sleeper*, `sched/machine.rs`) blocks in the poller instead, with the timer
+//!   as its timeout, once any socket is registered. Only one M at a time (the
+//!   poll lock; a non-blocking poll that finds it taken skips).
+//! - sysmon polls when nobody has for 10 ms (`sched/sysmon.rs`).
+//!
+//! Whatever would wake the sleeper wakes the poller instead: an earlier timer,
+//! homed work for that M, shutdown (`wake`: a `mio::Waker`, an eventfd).
+//!
+//! # Registration and the readiness handshake
+//!
+//! Each socket gets a `PollDesc` (`desc.rs`: the handshake that keeps an
+//! edge-triggered event from being lost between "would block" and "park"),
+//! held in a slab whose index and generation form the mio token, so an event
+//! for a socket closed meanwhile finds an empty or newer slot and is dropped.
+//! The first registration of a runtime creates the epoll instance and kicks
+//! the scheduler (`Shared::netpoll_started`), so that an M that went to sleep
+//! before sockets existed comes back to block in the poller.
+
+pub(crate) mod desc;
+
+use std::io;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::Waker;
+use std::time::Duration;
+
+pub(crate) use desc::PollDesc;
+
+const WAKE_TOKEN: mio::Token = mio::Token(usize::MAX);
+
+/// The slab of registered sockets: slot index + generation = token.
+struct Slab {
+    slots: Vec<(u32, Option<Arc<PollDesc>>)>,
+    free: Vec<u32>,
+}
+
+struct Inner {
+    poll: Mutex<(mio::Poll, mio::Events)>,
+    registry: mio::Registry,
+    waker: mio::Waker,
+    slab: Mutex<Slab>,
+}
+
+/// One runtime's poller (created at the first registration).
+pub(crate) struct Poller {
+    inner: OnceLock<Inner>,
+    /// Sockets registered now.
+    registered: AtomicUsize,
+    /// When someone last polled (ns since the poller started; sysmon's 10 ms).
+    last_poll: AtomicU64,
+    /// An M is blocked in `poll` (0 or 1).
+    blocked: AtomicUsize,
+}
+
+/// A socket's registration: its readiness and its token.
+pub(crate) struct Registration {
+    pub(crate) desc: Arc<PollDesc>,
+    token: mio::Token,
+}
+
+impl Default for Poller {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Poller {
+    pub(crate) const fn new() -> Self {
+        Poller {
+            inner: OnceLock::new(),
+            registered: AtomicUsize::new(0),
+            last_poll: AtomicU64::new(0),
+            blocked: AtomicUsize::new(0),
+        }
+    }
+
+    /// Whether any socket is registered (then the timer sleeper blocks here).
+    #[inline]
+    pub(crate) fn active(&self) -> bool {
+        self.registered.load(SeqCst) > 0
+    }
+
+    /// Whether an M is blocked in the poller now.
+    #[inline]
+    pub(crate) fn someone_blocked(&self) -> bool {
+        self.blocked.load(SeqCst) > 0
+    }
+
+    fn inner(&self) -> io::Result<(&Inner, bool)> {
+        if let Some(i) = self.inner.get() {
+            return Ok((i, false));
+        }
+        let poll = mio::Poll::new()?;
+        let registry = poll.registry().try_clone()?;
+        let waker = mio::Waker::new(poll.registry(), WAKE_TOKEN)?;
+        let mut first = false;
+        let i = self.inner.get_or_init(|| {
+            first = true;
+            Inner {
+                poll: Mutex::new((poll, mio::Events::with_capacity(256))),
+                registry,
+                waker,
+                slab: Mutex::new(Slab {
+                    slots: Vec::new(),
+                    free: Vec::new(),
+                }),
+            }
+        });
+        Ok((i, first))
+    }
+
+    /// Register `source` for read and write readiness (edge-triggered).
+    /// Returns the registration and whether the poller was just created.
+    pub(crate) fn register(
+        &self,
+        source: &mut impl mio::event::Source,
+    ) -> io::Result<(Registration, bool)> {
+        let (inner, first) = self.inner()?;
+        let desc = Arc::new(PollDesc::new());
+        let token = {
+            let mut slab = inner.slab.lock().unwrap_or_else(|e| e.into_inner());
+            let idx = match slab.free.pop() {
+                Some(i) => i,
+                None => {
+                    slab.slots.push((0, None));
+                    (slab.slots.len() - 1) as u32
+                }
+            };
+            let slot = &mut slab.slots[idx as usize];
+            slot.0 = slot.0.wrapping_add(1);
+            slot.1 = Some(desc.clone());
+            mio::Token(((slot.0 as usize) << 32) | idx as usize)
+        };
+        if let Err(e) = inner.registry.register(
+            source,
+            token,
+            mio::Interest::READABLE | mio::Interest::WRITABLE,
+        ) {
+            self.release_slot(inner, token);
+            return Err(e);
+        }
+        self.registered.fetch_add(1, SeqCst);
+        Ok((Registration { desc, token }, first))
+    }
+
+    fn release_slot(&self, inner: &Inner, token: mio::Token) {
+        let idx = (token.0 & 0xffff_ffff) as u32;
+        let mut slab = inner.slab.lock().unwrap_or_else(|e| e.into_inner());
+        slab.slots[idx as usize].1 = None;
+        slab.free.push(idx);
+    }
+
+    /// Unregister `source` and wake whoever waits on it (they see it closed).
+    pub(crate) fn deregister(&self, source: &mut impl mio::event::Source, reg: &Registration) {
+        let Some(inner) = self.inner.get() else {
+            return;
+        };
+        let _ = inner.registry.deregister(source);
+        self.release_slot(inner, reg.token);
+        self.registered.fetch_sub(1, SeqCst);
+        for w in reg.desc.close().into_iter().flatten() {
+            w.wake();
+        }
+    }
+
+    /// Wake an M blocked in `poll` (a no-op if nobody is; the next poll
+    /// returns at once).
+    pub(crate) fn wake(&self) {
+        if let Some(inner) = self.inner.get() {
+            let _ = inner.waker.wake();
+        }
+    }
+
+    /// Poll: `None` blocks until an event or `wake`, `Some(d)` at most `d`.
+    /// The wakers of every socket that became ready are woken before it
+    /// returns. Returns how many were woken, or `None` if another thread is
+    /// polling (a non-blocking poll skips; a blocking one is never
+    /// attempted while one is blocked: the timer sleeper is one M).
+    pub(crate) fn poll(&self, timeout: Option<Duration>, now_ns: u64) -> Option<usize> {
+        let inner = self.inner.get()?;
+        let mut guard = match inner.poll.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        };
+        let blocking = timeout != Some(Duration::ZERO);
+        if blocking {
+            self.blocked.fetch_add(1, SeqCst);
+        }
+        let (poll, events) = &mut *guard;
+        let res = poll.poll(events, timeout);
+        if blocking {
+            self.blocked.fetch_sub(1, SeqCst);
+        }
+        self.last_poll.store(now_ns.max(1), Relaxed);
+        if let Err(e) = res {
+            if e.kind() != io::ErrorKind::Interrupted {
+                eprintln!("gosched netpoll: epoll_wait failed: {e}");
+            }
+            return Some(0);
+        }
+        let mut wake: Vec<Waker> = Vec::new();
+        {
+            let slab = inner.slab.lock().unwrap_or_else(|e| e.into_inner());
+            for ev in events.iter() {
+                let token = ev.token();
+                if token == WAKE_TOKEN {
+                    continue;
+                }
+                let idx = token.0 & 0xffff_ffff;
+                let gen = (token.0 >> 32) as u32;
+                let Some((g, Some(desc))) = slab.slots.get(idx) else {
+                    continue;
+                };
+                if *g != gen {
+                    continue; // a socket closed meanwhile; the slot is reused
+                }
+                let (r, w) = (
+                    ev.is_readable() || ev.is_read_closed() || ev.is_error(),
+                    ev.is_writable() || ev.is_write_closed() || ev.is_error(),
+                );
+                if r {
+                    wake.extend(desc.read.event());
+                }
+                if w {
+                    wake.extend(desc.write.event());
+                }
+            }
+        }
+        drop(guard);
+        let n = wake.len();
+        for w in wake {
+            w.wake();
+        }
+        Some(n)
+    }
+
+    /// When someone last polled (ns on the scheduler's clock; 0 never).
+    pub(crate) fn last_poll(&self) -> u64 {
+        self.last_poll.load(Relaxed)
+    }
+}
