@@ -193,3 +193,102 @@ mod futures_io_shim {
         }
     }
 }
+
+/// Fails instead of hanging: the result of `h`, or a panic after `secs`.
+fn within<T: Send + 'static>(rt: &gosched::Runtime, secs: u64, h: gosched::JoinHandle<T>) -> T {
+    rt.block_on(gosched::time::timeout(
+        std::time::Duration::from_secs(secs),
+        h,
+    ))
+    .expect("timed out: a waiter was never woken")
+    .unwrap()
+}
+
+#[test]
+fn several_goroutines_accept_on_one_listener() {
+    const ACCEPTORS: usize = 4;
+    const EACH: usize = 10;
+    let rt = common::rt(2);
+    let l = Arc::new(
+        rt.block_on(async { TcpListener::bind("127.0.0.1:0") })
+            .unwrap(),
+    );
+    let addr = l.local_addr().unwrap();
+    let acceptors: Vec<_> = (0..ACCEPTORS)
+        .map(|_| {
+            let l = l.clone();
+            rt.go(move || {
+                (0..EACH)
+                    .map(|_| {
+                        let (mut c, _) = l.accept().unwrap();
+                        let mut b = [0u8; 1];
+                        c.read_exact(&mut b).unwrap();
+                        b[0] as usize
+                    })
+                    .sum::<usize>()
+            })
+        })
+        .collect();
+    // Let them all park on the listener, then connect one at a time.
+    rt.block_on(gosched::time::sleep_async(
+        std::time::Duration::from_millis(20),
+    ));
+    let clients = rt.go(move || {
+        let mut conns = Vec::new();
+        for i in 0..ACCEPTORS * EACH {
+            let mut c = TcpStream::connect(addr).unwrap();
+            c.write_all(&[i as u8]).unwrap();
+            conns.push(c);
+        }
+        conns
+    });
+    let total: usize = acceptors.into_iter().map(|h| within(&rt, 20, h)).sum();
+    assert_eq!(total, (0..ACCEPTORS * EACH).sum::<usize>());
+    drop(within(&rt, 20, clients));
+}
+
+/// A listener is registered and nothing waits on it: sleeps still end on
+/// time (the sleeper waits in the poller, and a timer armed while it goes
+/// there must still wake it).
+#[test]
+fn timers_fire_while_the_sleeper_waits_in_the_poller() {
+    let rt = common::rt(2);
+    let _l = rt
+        .block_on(async { TcpListener::bind("127.0.0.1:0") })
+        .unwrap();
+    let h = rt.go(|| {
+        let t = std::time::Instant::now();
+        for _ in 0..50 {
+            gosched::time::sleep(std::time::Duration::from_millis(2));
+        }
+        t.elapsed()
+    });
+    let took = within(&rt, 20, h);
+    assert!(took >= std::time::Duration::from_millis(100), "{took:?}");
+}
+
+/// A plain thread blocked reading a socket of a runtime that shuts down gets
+/// an error (nobody would ever poll for it again).
+#[test]
+fn shutdown_wakes_a_plain_thread_blocked_on_a_socket() {
+    let rt = common::rt(2);
+    let l = rt
+        .block_on(async { TcpListener::bind("127.0.0.1:0") })
+        .unwrap();
+    let addr = l.local_addr().unwrap();
+    let c = rt
+        .block_on(async move { TcpStream::connect_async(addr).await })
+        .unwrap();
+    let (server_side, _) = rt.block_on(l.accept_async()).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        tx.send(()).unwrap();
+        let mut b = [0u8; 1];
+        (&c).read(&mut b)
+    });
+    rx.recv().unwrap();
+    rt.shutdown_timeout(std::time::Duration::from_secs(5));
+    let r = reader.join().unwrap();
+    assert_eq!(r.unwrap_err().kind(), std::io::ErrorKind::NotConnected);
+    drop(server_side);
+}

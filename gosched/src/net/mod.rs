@@ -42,15 +42,15 @@ struct Socket<S: mio::event::Source> {
 impl<S: mio::event::Source> Socket<S> {
     fn new(mut io: S) -> io::Result<Self> {
         let rt = crate::sched::context::with_current(Arc::clone);
-        let (reg, first) = rt.netpoll.register(&mut io)?;
-        rt.netpoll_registered(first);
+        let (reg, _first) = rt.netpoll.register(&mut io)?;
+        rt.ensure_poller();
         Ok(Socket { io, reg, rt })
     }
 
     fn closed() -> io::Error {
         io::Error::new(
             io::ErrorKind::NotConnected,
-            "gosched net: the socket was closed while waiting on it",
+            "gosched net: the socket was closed while waiting on it, or its runtime shut down",
         )
     }
 
@@ -72,6 +72,9 @@ impl<S: mio::event::Source> Socket<S> {
                 return Err(Self::closed());
             }
             crate::coro::block_on(poll_fn(|cx| self.wait(dir, seen, cx)));
+            if self.reg.desc.is_closed() {
+                return Err(Self::closed());
+            }
         }
     }
 
@@ -99,9 +102,21 @@ impl<S: mio::event::Source> Socket<S> {
     }
 
     fn wait(&self, dir: &Direction, seen: u64, cx: &Context<'_>) -> Poll<()> {
+        if self.reg.desc.is_closed() {
+            return Poll::Ready(());
+        }
         match dir.poll_event(seen, cx) {
             Poll::Ready(()) => Poll::Ready(()),
-            Poll::Pending => wait::pending(WaitReason::IoWait, cx),
+            Poll::Pending => {
+                // A plain thread (or another runtime's M) cannot count on
+                // an M of ours coming round to poll: make sure one does.
+                let ours = crate::sched::context::current()
+                    .is_some_and(|ctx| Arc::ptr_eq(&ctx.shared, &self.rt));
+                if !ours {
+                    self.rt.ensure_poller();
+                }
+                wait::pending(WaitReason::IoWait, cx)
+            }
         }
     }
 }

@@ -24,11 +24,14 @@
 //!
 //! A wake-up may be spurious (an event for data another reader took): the
 //! reader retries its syscall and waits again, as with any edge-triggered
-//! poller.
+//! poller. Several goroutines may wait on one direction (a shared listener's
+//! acceptors, a reader and a `peek`): an event wakes them all, and those
+//! that find nothing wait again.
 //!
 //! Closing: `close` sets `closed` and wakes both directions; a waiter that sees
 //! it returns an error instead of parking again.
 
+use std::sync::atomic::AtomicUsize as StdAtomicUsize;
 use std::task::{Context, Poll, Waker};
 
 use crate::loom::lock;
@@ -39,16 +42,20 @@ use crate::loom::sync::Mutex;
 pub(crate) struct Direction {
     /// Events seen for this direction (bumped by the poller).
     seq: AtomicU64,
-    /// The waiter's waker (one waiter per direction: a second replaces it, as
-    /// a new poll of the same future does).
-    waker: Mutex<Option<Waker>>,
+    /// The waiters' wakers (one per waiter: a new poll of the same future
+    /// finds its own and keeps it).
+    wakers: Mutex<Vec<Waker>>,
+    /// The poller's count of directions with waiters (a hint for "should an
+    /// M poll": std atomic, outside loom's model).
+    waiting: std::sync::Arc<StdAtomicUsize>,
 }
 
 impl Direction {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(waiting: std::sync::Arc<StdAtomicUsize>) -> Self {
         Direction {
             seq: AtomicU64::new(0),
-            waker: Mutex::new(None),
+            wakers: Mutex::new(Vec::new()),
+            waiting,
         }
     }
 
@@ -65,10 +72,13 @@ impl Direction {
             return Poll::Ready(());
         }
         {
-            let mut slot = lock(&self.waker);
-            match &mut *slot {
-                Some(w) if w.will_wake(cx.waker()) => {}
-                s => *s = Some(cx.waker().clone()),
+            let mut list = lock(&self.wakers);
+            if !list.iter().any(|w| w.will_wake(cx.waker())) {
+                if list.is_empty() {
+                    self.waiting
+                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                list.push(cx.waker().clone());
             }
         }
         if self.seq.load(SeqCst) != seen {
@@ -77,11 +87,16 @@ impl Direction {
         Poll::Pending
     }
 
-    /// The poller's side: an event; returns the waker to wake (outside any
+    /// The poller's side: an event; returns the wakers to wake (outside any
     /// lock the caller holds).
-    pub(crate) fn event(&self) -> Option<Waker> {
+    pub(crate) fn event(&self) -> Vec<Waker> {
         self.seq.fetch_add(1, SeqCst);
-        lock(&self.waker).take()
+        let taken = std::mem::take(&mut *lock(&self.wakers));
+        if !taken.is_empty() {
+            self.waiting
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        taken
     }
 }
 
@@ -93,10 +108,10 @@ pub(crate) struct PollDesc {
 }
 
 impl PollDesc {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(waiting: std::sync::Arc<StdAtomicUsize>) -> Self {
         PollDesc {
-            read: Direction::new(),
-            write: Direction::new(),
+            read: Direction::new(waiting.clone()),
+            write: Direction::new(waiting),
             closed: AtomicBool::new(false),
         }
     }
@@ -106,9 +121,11 @@ impl PollDesc {
     }
 
     /// The socket is going away: wake every waiter (they see `is_closed`).
-    pub(crate) fn close(&self) -> [Option<Waker>; 2] {
+    pub(crate) fn close(&self) -> Vec<Waker> {
         self.closed.store(true, Release);
-        [self.read.event(), self.write.event()]
+        let mut w = self.read.event();
+        w.extend(self.write.event());
+        w
     }
 }
 
@@ -149,13 +166,13 @@ mod loom_tests {
     #[test]
     fn no_lost_wakeup_between_would_block_and_park() {
         loom::model(|| {
-            let d = Arc::new(Direction::new());
+            let d = Arc::new(Direction::new(Default::default()));
             let ready = Arc::new(LAtomicBool::new(false)); // "data arrived"
             let seen = d.seq(); // step 1, before the syscall
             let (d2, r2) = (d.clone(), ready.clone());
             let poller = loom::thread::spawn(move || {
                 r2.store(true, SeqCst);
-                if let Some(w) = d2.event() {
+                for w in d2.event() {
                     w.wake();
                 }
             });
@@ -180,11 +197,11 @@ mod loom_tests {
     #[should_panic(expected = "parked and never woken")]
     fn without_the_recheck_a_wakeup_is_lost() {
         loom::model(|| {
-            let d = Arc::new(Direction::new());
+            let d = Arc::new(Direction::new(Default::default()));
             let seen = d.seq();
             let d2 = d.clone();
             let poller = loom::thread::spawn(move || {
-                if let Some(w) = d2.event() {
+                for w in d2.event() {
                     w.wake();
                 }
             });
@@ -194,7 +211,7 @@ mod loom_tests {
             let pending = if d.seq.load(Acquire) != seen {
                 false
             } else {
-                *lock(&d.waker) = Some(waker.clone());
+                lock(&d.wakers).push(waker.clone());
                 true
             };
             poller.join().unwrap();

@@ -13,7 +13,15 @@
 //! - sysmon polls when nobody has for 10 ms (`sched/sysmon.rs`).
 //!
 //! Whatever would wake the sleeper wakes the poller instead: an earlier timer,
-//! homed work for that M, shutdown (`wake`: a `mio::Waker`, an eventfd).
+//! homed work for that M, shutdown (`wake`: a `mio::Waker`, an eventfd). The
+//! eventfd's edge can be consumed by another M's non-blocking poll just before
+//! the sleeper blocks, so `wake` also raises `wake_sig` (Go's
+//! `netpollWakeSig`), which the sleeper checks after announcing itself and
+//! before blocking: a wake is never lost in that window.
+//!
+//! An M polls without blocking only while some goroutine, task or thread
+//! waits on a socket (`waiting`: Go's `netpollAnyWaiters`), so a runtime
+//! with idle sockets pays no syscall per schedule.
 //!
 //! # Registration and the readiness handshake
 //!
@@ -28,7 +36,7 @@
 pub(crate) mod desc;
 
 use std::io;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::Waker;
 use std::time::Duration;
@@ -36,6 +44,9 @@ use std::time::Duration;
 pub(crate) use desc::PollDesc;
 
 const WAKE_TOKEN: mio::Token = mio::Token(usize::MAX);
+/// A token is a slab index in the low half and the slot's generation above.
+const GEN_SHIFT: u32 = usize::BITS / 2;
+const IDX_MASK: usize = (1 << GEN_SHIFT) - 1;
 
 /// The slab of registered sockets: slot index + generation = token.
 struct Slab {
@@ -59,6 +70,12 @@ pub(crate) struct Poller {
     last_poll: AtomicU64,
     /// An M is blocked in `poll` (0 or 1).
     blocked: AtomicUsize,
+    /// Directions that have waiters (`desc.rs` keeps it).
+    waiting: Arc<AtomicUsize>,
+    /// A `wake` not yet seen by a blocking poll.
+    wake_sig: AtomicBool,
+    /// The runtime shut down: no more polls; registrations fail.
+    shut: AtomicBool,
 }
 
 /// A socket's registration: its readiness and its token.
@@ -74,12 +91,44 @@ impl Default for Poller {
 }
 
 impl Poller {
-    pub(crate) const fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Poller {
             inner: OnceLock::new(),
             registered: AtomicUsize::new(0),
             last_poll: AtomicU64::new(0),
             blocked: AtomicUsize::new(0),
+            waiting: Arc::new(AtomicUsize::new(0)),
+            wake_sig: AtomicBool::new(false),
+            shut: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether anyone waits on a socket now (then Ms poll for them).
+    #[inline]
+    pub(crate) fn has_waiters(&self) -> bool {
+        self.waiting.load(SeqCst) > 0
+    }
+
+    /// Whether the runtime shut down (nobody polls any more).
+    pub(crate) fn is_shut(&self) -> bool {
+        self.shut.load(SeqCst)
+    }
+
+    /// Shutdown: refuse new sockets and wake everyone waiting on one (they
+    /// see their socket closed).
+    pub(crate) fn shutdown(&self) {
+        self.shut.store(true, SeqCst);
+        let Some(inner) = self.inner.get() else {
+            return;
+        };
+        let descs: Vec<Arc<PollDesc>> = {
+            let slab = inner.slab.lock().unwrap_or_else(|e| e.into_inner());
+            slab.slots.iter().filter_map(|(_, d)| d.clone()).collect()
+        };
+        for d in descs {
+            for w in d.close() {
+                w.wake();
+            }
         }
     }
 
@@ -124,8 +173,13 @@ impl Poller {
         &self,
         source: &mut impl mio::event::Source,
     ) -> io::Result<(Registration, bool)> {
+        if self.is_shut() {
+            return Err(io::Error::other(
+                "gosched net: the runtime has shut down; make sockets on a live runtime",
+            ));
+        }
         let (inner, first) = self.inner()?;
-        let desc = Arc::new(PollDesc::new());
+        let desc = Arc::new(PollDesc::new(self.waiting.clone()));
         let token = {
             let mut slab = inner.slab.lock().unwrap_or_else(|e| e.into_inner());
             let idx = match slab.free.pop() {
@@ -138,7 +192,7 @@ impl Poller {
             let slot = &mut slab.slots[idx as usize];
             slot.0 = slot.0.wrapping_add(1);
             slot.1 = Some(desc.clone());
-            mio::Token(((slot.0 as usize) << 32) | idx as usize)
+            mio::Token(((slot.0 as usize) << GEN_SHIFT) | idx as usize)
         };
         if let Err(e) = inner.registry.register(
             source,
@@ -153,7 +207,7 @@ impl Poller {
     }
 
     fn release_slot(&self, inner: &Inner, token: mio::Token) {
-        let idx = (token.0 & 0xffff_ffff) as u32;
+        let idx = (token.0 & IDX_MASK) as u32;
         let mut slab = inner.slab.lock().unwrap_or_else(|e| e.into_inner());
         slab.slots[idx as usize].1 = None;
         slab.free.push(idx);
@@ -167,7 +221,7 @@ impl Poller {
         let _ = inner.registry.deregister(source);
         self.release_slot(inner, reg.token);
         self.registered.fetch_sub(1, SeqCst);
-        for w in reg.desc.close().into_iter().flatten() {
+        for w in reg.desc.close() {
             w.wake();
         }
     }
@@ -176,6 +230,7 @@ impl Poller {
     /// returns at once).
     pub(crate) fn wake(&self) {
         if let Some(inner) = self.inner.get() {
+            self.wake_sig.store(true, SeqCst);
             let _ = inner.waker.wake();
         }
     }
@@ -185,7 +240,11 @@ impl Poller {
     /// returns. Returns how many were woken, or `None` if another thread is
     /// polling (a non-blocking poll skips; a blocking one is never
     /// attempted while one is blocked: the timer sleeper is one M).
-    pub(crate) fn poll(&self, timeout: Option<Duration>, now_ns: u64) -> Option<usize> {
+    pub(crate) fn poll(
+        &self,
+        timeout: Option<Duration>,
+        now_ns: impl Fn() -> u64,
+    ) -> Option<usize> {
         let inner = self.inner.get()?;
         let mut guard = match inner.poll.try_lock() {
             Ok(g) => g,
@@ -193,15 +252,21 @@ impl Poller {
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
         };
         let blocking = timeout != Some(Duration::ZERO);
+        let mut timeout = timeout;
         if blocking {
             self.blocked.fetch_add(1, SeqCst);
+            // A wake since the sleeper decided to sleep (its eventfd edge
+            // may have gone to someone's non-blocking poll): do not block.
+            if self.wake_sig.swap(false, SeqCst) {
+                timeout = Some(Duration::ZERO);
+            }
         }
         let (poll, events) = &mut *guard;
         let res = poll.poll(events, timeout);
         if blocking {
             self.blocked.fetch_sub(1, SeqCst);
         }
-        self.last_poll.store(now_ns.max(1), Relaxed);
+        self.last_poll.store(now_ns().max(1), Relaxed);
         if let Err(e) = res {
             if e.kind() != io::ErrorKind::Interrupted {
                 eprintln!("gosched netpoll: epoll_wait failed: {e}");
@@ -214,10 +279,14 @@ impl Poller {
             for ev in events.iter() {
                 let token = ev.token();
                 if token == WAKE_TOKEN {
+                    if blocking {
+                        // Seen by the sleeper it was for.
+                        self.wake_sig.store(false, SeqCst);
+                    }
                     continue;
                 }
-                let idx = token.0 & 0xffff_ffff;
-                let gen = (token.0 >> 32) as u32;
+                let idx = token.0 & IDX_MASK;
+                let gen = (token.0 >> GEN_SHIFT) as u32;
                 let Some((g, Some(desc))) = slab.slots.get(idx) else {
                     continue;
                 };

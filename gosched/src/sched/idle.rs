@@ -106,13 +106,15 @@ impl Shared {
 
     /// Put a P on the idle list (caller holds the lock and owns the P) — or,
     /// if an M with homed goroutines waits for a P, hand it that M instead.
-    /// A socket was registered (`net`): make sure some M polls the network.
-    /// An M asleep on its parker until the next timer (it went to sleep
-    /// before any socket existed) comes back and blocks in the poller; with
-    /// no sleeper, an idle P gets an M, which ends up there when it finds
-    /// nothing to do. (Busy Ms poll at their schedule, sysmon every 10 ms.)
+    /// A socket was registered, or a thread that is not one of our Ms
+    /// waits on one (`net`): make sure some M polls the network. An M asleep
+    /// on its parker until the next timer (it went to sleep before any
+    /// socket existed) comes back and blocks in the poller; with no sleeper,
+    /// an idle P gets an M, which ends up there when it finds nothing to do.
+    /// (Busy Ms poll at their schedule, sysmon every 10 ms; an M that parks
+    /// a goroutine on a socket goes through `park_idle` itself.)
     #[cfg(not(loom))]
-    pub(crate) fn netpoll_registered(&self, _first: bool) {
+    pub(crate) fn ensure_poller(&self) {
         if self.netpoll.someone_blocked() {
             return;
         }

@@ -142,6 +142,10 @@ const MAX_BOUNCES: u8 = 8;
 /// a goroutine on another M that hands work back within this time is served
 /// by a cache-line transfer instead.
 const HOMED_SPIN: Duration = Duration::from_micros(20);
+/// The netpoller's timeouts are whole milliseconds (epoll): a sleeper whose
+/// next timer is sooner sleeps on its parker instead.
+#[cfg(not(loom))]
+const POLLER_MIN_SLEEP_NS: u64 = 1_000_000;
 
 pub(crate) struct Machine {
     pub(crate) parker: Parker,
@@ -974,9 +978,8 @@ impl MachineCtx {
             // 5. The netpoller, without blocking, unless an M is blocked in
             // it (it will deliver): what is ready lands in our runnext.
             #[cfg(not(loom))]
-            if shared.netpoll.active() && !shared.netpoll.someone_blocked() {
-                if let Some(n @ 1..) = shared.netpoll.poll(Some(Duration::ZERO), now_ns()) {
-                    let _ = n;
+            if shared.netpoll.has_waiters() && !shared.netpoll.someone_blocked() {
+                if let Some(1..) = shared.netpoll.poll(Some(Duration::ZERO), now_ns) {
                     // SAFETY: we own `p`.
                     if let Some(r) = unsafe { p.runqget() } {
                         return Some(r);
@@ -1442,12 +1445,26 @@ impl MachineCtx {
     /// another M already is the sleeper.
     fn try_sleep_on_timers(&self) -> bool {
         let shared = &*self.shared;
+        // With sockets registered, the sleeper waits in the netpoller.
+        #[cfg(not(loom))]
+        let via_poller = shared.netpoll.active();
         {
             let mut sl = lock(&shared.sleeper);
-            if sl.is_some() {
+            if let Some(_m) = &*sl {
+                // Another M sleeps. If it waits on its parker (it went to
+                // sleep before any socket existed) while sockets now need a
+                // poller, send it back round to wait in the poller.
+                #[cfg(not(loom))]
+                if via_poller && !_m.in_netpoll.load(SeqCst) {
+                    _m.wake();
+                }
                 return false;
             }
             *sl = Some(self.m.clone());
+            // Before `sleeper_until`: from here on a `timer_added` (which
+            // reads `sleeper_until`) wakes the poller too (`Machine::wake`).
+            #[cfg(not(loom))]
+            self.m.in_netpoll.store(via_poller, SeqCst);
             shared.sleeper_until.store(NEVER, SeqCst);
         }
         let mut next = shared.next_timer();
@@ -1460,27 +1477,27 @@ impl MachineCtx {
             next = again;
         }
         let now = now_ns();
-        #[cfg(not(loom))]
-        if shared.netpoll.active() {
-            // Block in the netpoller instead (`netpoll/mod.rs`, "Who polls"),
-            // until the next timer (forever if none).
-            self.m.in_netpoll.store(true, SeqCst);
-            if next > now && !shared.shutdown.load(Acquire) && !self.has_homed_work() {
-                let timeout = (next != NEVER).then(|| Duration::from_nanos(next - now));
-                shared.netpoll.poll(timeout, now);
-            }
-            self.m.in_netpoll.store(false, SeqCst);
-        } else if next > now && !shared.shutdown.load(Acquire) && !self.has_homed_work() {
-            self.m.parker.wait_timeout(Duration::from_nanos(next - now));
-        }
-        #[cfg(loom)]
         if next > now && !shared.shutdown.load(Acquire) && !self.has_homed_work() {
+            #[cfg(not(loom))]
+            if via_poller && next - now >= POLLER_MIN_SLEEP_NS {
+                // Until the next timer (forever if none), or a wake.
+                let timeout = (next != NEVER).then(|| Duration::from_nanos(next - now));
+                shared.netpoll.poll(timeout, now_ns);
+            } else {
+                // (The poller's timeouts are whole milliseconds: a sooner
+                // timer is slept for on the parker, which `Machine::wake`
+                // wakes as well; the network waits that long at most.)
+                self.m.parker.wait_timeout(Duration::from_nanos(next - now));
+            }
+            #[cfg(loom)]
             self.m.parker.wait_timeout(Duration::from_nanos(next - now));
         }
         {
             let mut sl = lock(&shared.sleeper);
             shared.sleeper_until.store(0, SeqCst);
             *sl = None;
+            #[cfg(not(loom))]
+            self.m.in_netpoll.store(false, SeqCst);
             // A `timer_added` may have woken us after we stopped waiting; now that
             // we are unregistered (under the lock it wakes us under) nobody owes us
             // a wake, so drop that stale token: it must not cut short our next

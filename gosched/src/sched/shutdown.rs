@@ -66,6 +66,9 @@ impl Shared {
         if let Some(m) = &*lock(&self.sleeper) {
             m.wake();
         }
+        // Nobody polls from now on: whoever waits on a socket gets an error.
+        #[cfg(not(loom))]
+        self.netpoll.shutdown();
         #[cfg(not(loom))]
         self.sysmon.wake();
         // An M locked to a goroutine parks on its own parker, on no list

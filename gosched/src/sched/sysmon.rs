@@ -298,11 +298,11 @@ impl Shared {
             trace(now);
             // Nobody polled the network for a while (every M busy): poll
             // for them (Go: 10 ms).
-            if self.netpoll.active()
+            if self.netpoll.has_waiters()
                 && !self.netpoll.someone_blocked()
                 && now.saturating_sub(self.netpoll.last_poll()) >= NETPOLL_EVERY
             {
-                self.netpoll.poll(Some(Duration::ZERO), now);
+                self.netpoll.poll(Some(Duration::ZERO), now_ns);
             }
             let look = self.sysmon_look(&mut recs, now);
             if look.runnext_stuck {
