@@ -6,6 +6,7 @@ mod common;
 use std::io::{Read, Write};
 use std::sync::Arc;
 
+use futures_io::AsyncRead;
 use gosched::net::{TcpListener, TcpStream};
 
 /// A goroutine per connection echoing everything back.
@@ -291,4 +292,219 @@ fn shutdown_wakes_a_plain_thread_blocked_on_a_socket() {
     let r = reader.join().unwrap();
     assert_eq!(r.unwrap_err().kind(), std::io::ErrorKind::NotConnected);
     drop(server_side);
+}
+
+/// A connected pair on `rt`: (client, server side).
+fn pair(rt: &gosched::Runtime) -> (TcpStream, TcpStream) {
+    let l = rt
+        .block_on(async { TcpListener::bind("127.0.0.1:0") })
+        .unwrap();
+    let addr = l.local_addr().unwrap();
+    let c = rt
+        .block_on(async move { TcpStream::connect_async(addr).await })
+        .unwrap();
+    let (s, _) = rt.block_on(l.accept_async()).unwrap();
+    (c, s)
+}
+
+#[test]
+fn read_deadline_fails_a_parked_read_with_timed_out() {
+    use std::time::{Duration, Instant};
+    let rt = common::rt(2);
+    let (c, _s) = pair(&rt);
+    let h = rt.go(move || {
+        let t = Instant::now();
+        c.set_read_deadline(Some(t + Duration::from_millis(50)));
+        let mut b = [0u8; 8];
+        let e = (&c).read(&mut b).unwrap_err();
+        // Expired: the next read fails at once, without parking.
+        let again = (&c).read(&mut b).unwrap_err();
+        (e.kind(), again.kind(), t.elapsed())
+    });
+    let (kind, again, took) = within(&rt, 20, h);
+    assert_eq!(kind, std::io::ErrorKind::TimedOut);
+    assert_eq!(again, std::io::ErrorKind::TimedOut);
+    assert!(took >= Duration::from_millis(45), "{took:?}");
+}
+
+#[test]
+fn moving_a_deadline_rearms_the_parked_reader_and_clearing_it_waits_on() {
+    use std::time::{Duration, Instant};
+    let rt = common::rt(2);
+    let (c, mut s) = pair(&rt);
+    let c = Arc::new(c);
+    // Far away, then pulled in while the reader is parked: it fails soon.
+    c.set_read_deadline(Some(Instant::now() + Duration::from_secs(60)));
+    let c2 = c.clone();
+    let h = rt.go(move || {
+        let t = Instant::now();
+        let mut b = [0u8; 8];
+        ((&*c2).read(&mut b).map_err(|e| e.kind()), t.elapsed())
+    });
+    rt.block_on(gosched::time::sleep_async(Duration::from_millis(20)));
+    c.set_read_deadline(Some(Instant::now() + Duration::from_millis(20)));
+    let (r, took) = within(&rt, 20, h);
+    assert_eq!(r, Err(std::io::ErrorKind::TimedOut));
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    // Cleared: a read waits past where the deadline was, for the data.
+    c.set_read_deadline(Some(Instant::now() + Duration::from_millis(30)));
+    c.set_read_deadline(None);
+    let c3 = c.clone();
+    let h = rt.go(move || {
+        let mut b = [0u8; 8];
+        (&*c3).read(&mut b).map_err(|e| e.kind())
+    });
+    rt.block_on(gosched::time::sleep_async(Duration::from_millis(100)));
+    s.write_all(b"late").unwrap();
+    assert_eq!(within(&rt, 20, h), Ok(4));
+}
+
+#[test]
+fn write_deadline_on_a_peer_that_never_reads() {
+    use std::time::{Duration, Instant};
+    let rt = common::rt(2);
+    let (c, _s) = pair(&rt);
+    let h = rt.go(move || {
+        c.set_write_deadline(Some(Instant::now() + Duration::from_millis(100)));
+        let chunk = vec![7u8; 64 * 1024];
+        let mut sent = 0usize;
+        loop {
+            match (&c).write(&chunk) {
+                Ok(n) => sent += n,
+                Err(e) => return (e.kind(), sent),
+            }
+        }
+    });
+    let (kind, sent) = within(&rt, 20, h);
+    assert_eq!(kind, std::io::ErrorKind::TimedOut);
+    assert!(sent > 0, "the socket buffers took something first");
+}
+
+#[test]
+fn std_read_timeout_limits_each_call() {
+    use std::time::{Duration, Instant};
+    let rt = common::rt(2);
+    let (c, _s) = pair(&rt);
+    assert!(c.set_read_timeout(Some(Duration::ZERO)).is_err());
+    c.set_read_timeout(Some(Duration::from_millis(30))).unwrap();
+    assert_eq!(c.read_timeout().unwrap(), Some(Duration::from_millis(30)));
+    let h = rt.go(move || {
+        let mut b = [0u8; 8];
+        let t = Instant::now();
+        let first = (&c).read(&mut b).unwrap_err().kind();
+        // A per-call limit, not a deadline: the next call waits again.
+        let second = (&c).read(&mut b).unwrap_err().kind();
+        (first, second, t.elapsed())
+    });
+    let (a, b, took) = within(&rt, 20, h);
+    assert_eq!(
+        (a, b),
+        (std::io::ErrorKind::TimedOut, std::io::ErrorKind::TimedOut)
+    );
+    assert!(
+        took >= Duration::from_millis(55),
+        "two calls of 30 ms: {took:?}"
+    );
+}
+
+#[test]
+fn async_read_honours_the_deadline() {
+    use std::time::{Duration, Instant};
+    let rt = common::rt(2);
+    let (mut c, _s) = pair(&rt);
+    let h = rt.spawn(async move {
+        c.set_read_deadline(Some(Instant::now() + Duration::from_millis(30)));
+        let mut b = [0u8; 8];
+        std::future::poll_fn(|cx| std::pin::Pin::new(&mut c).poll_read(cx, &mut b))
+            .await
+            .unwrap_err()
+            .kind()
+    });
+    assert_eq!(within(&rt, 20, h), std::io::ErrorKind::TimedOut);
+}
+
+#[test]
+fn udp_round_trip_between_goroutines() {
+    use gosched::net::UdpSocket;
+    let rt = common::rt(2);
+    let (a, b) = rt.block_on(async {
+        (
+            UdpSocket::bind("127.0.0.1:0"),
+            UdpSocket::bind("127.0.0.1:0"),
+        )
+    });
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let (a_addr, b_addr) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+    // b echoes 100 datagrams; a sends and checks each (the receiver parks
+    // first: nothing is lost on loopback once both are bound).
+    let echo = rt.go(move || {
+        let mut buf = [0u8; 64];
+        for _ in 0..100 {
+            let (n, from) = b.recv_from(&mut buf).unwrap();
+            assert_eq!(from, a_addr);
+            b.send_to(&buf[..n], from).unwrap();
+        }
+    });
+    let client = rt.go(move || {
+        a.connect(b_addr).unwrap();
+        let mut buf = [0u8; 64];
+        for i in 0..100usize {
+            let m = message(9, i);
+            a.send(&m).unwrap();
+            let n = a.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], &m[..]);
+        }
+    });
+    within(&rt, 20, client);
+    within(&rt, 20, echo);
+}
+
+#[test]
+fn unix_stream_and_datagram() {
+    use gosched::net::{UnixDatagram, UnixListener, UnixStream};
+    let rt = common::rt(2);
+    let dir = std::env::temp_dir().join(format!("gosched-net-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("s.sock");
+    let _ = std::fs::remove_file(&path);
+    let l = rt.block_on(async { UnixListener::bind(&path) }).unwrap();
+    let server = rt.go(move || {
+        let (mut c, _) = l.accept().unwrap();
+        let mut all = Vec::new();
+        c.read_to_end(&mut all).unwrap();
+        c.write_all(&all).unwrap();
+        all.len()
+    });
+    let p2 = path.clone();
+    let client = rt.go(move || {
+        let mut c = UnixStream::connect(&p2).unwrap();
+        let data: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+        c.write_all(&data).unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut back = Vec::new();
+        c.read_to_end(&mut back).unwrap();
+        assert_eq!(back, data);
+    });
+    within(&rt, 20, client);
+    assert_eq!(within(&rt, 20, server), 100_000);
+    // Datagrams over a socketpair, and a pair of streams.
+    let h = rt.go(|| {
+        let (a, b) = UnixDatagram::pair().unwrap();
+        let r = gosched::go(move || {
+            let mut buf = [0u8; 16];
+            let n = b.recv(&mut buf).unwrap();
+            buf[..n].to_vec()
+        });
+        a.send(b"dgram").unwrap();
+        let got = r.join().unwrap();
+        let (mut x, mut y) = UnixStream::pair().unwrap();
+        x.write_all(b"pair").unwrap();
+        let mut b4 = [0u8; 4];
+        y.read_exact(&mut b4).unwrap();
+        (got, b4)
+    });
+    let (got, b4) = within(&rt, 20, h);
+    assert_eq!(got, b"dgram");
+    assert_eq!(&b4, b"pair");
+    let _ = std::fs::remove_dir_all(&dir);
 }

