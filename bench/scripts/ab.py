@@ -13,7 +13,7 @@ import json, statistics, subprocess, sys
 
 SIZES = {"w1": 1_000_000, "w2": 1_000_000, "w3": 1_000_000, "w4": 1_000_000,
          "w5": 10_000_000, "w5-0": 10_000_000, "w7": 100_000,
-         "w8": 100_000, "w13": 100_000, "s1": 100_000, "s2": 1_000_000, "t1": 1_000_000}
+         "w8": 100_000, "w12": 5_000, "w13": 100_000, "s1": 100_000, "s2": 1_000_000, "t1": 1_000_000}
 DEFAULT_ROWS = [(w, i) for w in ["w1", "w2", "w3", "w4", "w5", "w5-0", "w7"]
                 for i in ["gosched-go", "gosched-async"]]
 
@@ -24,6 +24,8 @@ def unit(w, size, ns):
         return ns / size, "ns/rt"
     if w in ("w5", "w5-0"):
         return ns / size, "ns/msg"
+    if w == "w12":
+        return ns / size / 100, "ns/msg"
     if w in ("s1", "s2"):
         return ns / size, "ns/call"
     if w == "w13":

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 pub mod s1_syscall;
 pub mod t1_after;
 pub mod w10_syscall;
+pub mod w12_echo;
 pub mod w13_churn;
 pub mod w1_spawn;
 pub mod w2_skynet;
@@ -154,10 +155,12 @@ pub enum Workload {
     W6Fairness,
     /// CPU work beside units blocked in 50 ms calls (issue 19).
     W10Syscall,
+    /// TCP echo over loopback, 100 connections (issue 21).
+    W12Echo,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 14] = [
+    pub const ALL: [Workload; 15] = [
         Workload::W1Spawn,
         Workload::W2Skynet,
         Workload::W3Pingpong,
@@ -172,6 +175,7 @@ impl Workload {
         Workload::W13Churn,
         Workload::W6Fairness,
         Workload::W10Syscall,
+        Workload::W12Echo,
     ];
 
     pub fn id(self) -> &'static str {
@@ -190,6 +194,7 @@ impl Workload {
             Workload::W13Churn => "w13",
             Workload::W6Fairness => "w6",
             Workload::W10Syscall => "w10",
+            Workload::W12Echo => "w12",
         }
     }
 
@@ -209,6 +214,7 @@ impl Workload {
             Workload::W13Churn => "churn",
             Workload::W6Fairness => "fairness",
             Workload::W10Syscall => "syscall",
+            Workload::W12Echo => "echo",
         }
     }
 
@@ -299,6 +305,14 @@ impl Workload {
                 imp,
                 Impl::GoschedGo | Impl::GoschedGoMigrate | Impl::Go | Impl::Tokio | Impl::May
             ),
+            Workload::W12Echo => matches!(
+                imp,
+                Impl::GoschedGo
+                    | Impl::GoschedGoMigrate
+                    | Impl::GoschedAsync
+                    | Impl::Go
+                    | Impl::Tokio
+            ),
             Workload::W8Sleep | Workload::W13Churn => matches!(
                 imp,
                 Impl::GoschedGo
@@ -364,6 +378,9 @@ impl Workload {
             (Workload::W6Fairness, true) => 1_000,
             (Workload::W10Syscall, false) => 1_000,
             (Workload::W10Syscall, true) => 500,
+            // Messages per connection.
+            (Workload::W12Echo, false) => 5_000,
+            (Workload::W12Echo, true) => 1_000,
         }
     }
 
@@ -469,6 +486,12 @@ impl Workload {
                 group(size),
                 w13_churn::ROUNDS
             ),
+            Workload::W12Echo => format!(
+                "{} connections over loopback each send {} messages of {} bytes and wait for each echo (server: a unit per connection); ns per message, round-trip p99",
+                w12_echo::CONNS,
+                group(size),
+                w12_echo::MSG
+            ),
             Workload::W6Fairness => format!(
                 "{} units spin with no runtime call; one unit sleeps 1 ms at a time for {} ms; ticker lateness p99 (gosched-async: an async ticker beside goroutine hogs)",
                 w6_fairness::HOGS,
@@ -496,6 +519,7 @@ impl Workload {
             Workload::W13Churn => "ms/round",
             Workload::W6Fairness => "ms p99 late",
             Workload::W10Syscall => "% kept",
+            Workload::W12Echo => "ns/msg",
         }
     }
 
@@ -505,6 +529,7 @@ impl Workload {
             Workload::W6Fairness | Workload::W10Syscall => return None,
             Workload::W1Spawn | Workload::W7Parked | Workload::T1After | Workload::W8Sleep => size,
             Workload::W13Churn => size * w13_churn::ROUNDS,
+            Workload::W12Echo => size * w12_echo::CONNS,
             Workload::S1Syscall | Workload::S2Getppid => {
                 size / s1_syscall::UNITS * s1_syscall::UNITS
             }
@@ -520,6 +545,7 @@ impl Workload {
         match self {
             Workload::W1Spawn | Workload::W2Skynet | Workload::W8Sleep => s.elapsed_ns as f64 / 1e6,
             Workload::W13Churn => s.elapsed_ns as f64 / 1e6 / w13_churn::ROUNDS as f64,
+            Workload::W12Echo => s.elapsed_ns as f64 / (size * w12_echo::CONNS) as f64,
             Workload::W4Yield => s.elapsed_ns as f64 / (2 * procs as u64 * size) as f64,
             Workload::W3Pingpong
             | Workload::W5Mpmc
@@ -569,6 +595,12 @@ impl Workload {
             Workload::W7Parked => format!("{:.0} ms to park", median_elapsed_ns / 1e6),
             Workload::W8Sleep => format!("{:.1}× ideal", median_primary / 10.0),
             Workload::W13Churn => format!("{:.0} ns/unit", median_primary * 1e6 / size as f64),
+            Workload::W12Echo => format!(
+                "{:.0}k msgs/s, p50 {:.0} µs, p99 {:.0} µs",
+                1e6 / median_primary,
+                row.median_extra(0) / 1e3,
+                row.median_extra(1) / 1e3
+            ),
         }
     }
 }
@@ -658,6 +690,7 @@ pub fn run_one(w: Workload, imp: Impl, procs: usize, size: u64) -> Result<(), St
         Workload::W13Churn => w13_churn::run(imp, procs, size),
         Workload::W6Fairness => w6_fairness::run(imp, procs, size),
         Workload::W10Syscall => w10_syscall::run(imp, procs, size),
+        Workload::W12Echo => w12_echo::run(imp, procs, size),
     };
     let line = crate::json::Obj::new()
         .str("workload", w.id())
