@@ -95,6 +95,119 @@ macro_rules! deadline_methods {
 }
 use deadline_methods;
 
+/// `Read`/`Write` for `&T` and `T` (blocking: park the goroutine or the
+/// thread), and `futures_io::{AsyncRead, AsyncWrite}` for `T`, of a stream
+/// type whose field `s` is a `Socket` over a mio stream.
+macro_rules! stream_io {
+    ($t:ty) => {
+        impl std::io::Read for &$t {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                self.s
+                    .blocking(super::Dir::Read, |mut s| std::io::Read::read(&mut s, buf))
+            }
+
+            fn read_vectored(
+                &mut self,
+                bufs: &mut [std::io::IoSliceMut<'_>],
+            ) -> std::io::Result<usize> {
+                self.s.blocking(super::Dir::Read, |mut s| {
+                    std::io::Read::read_vectored(&mut s, bufs)
+                })
+            }
+        }
+
+        impl std::io::Write for &$t {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.s.blocking(super::Dir::Write, |mut s| {
+                    std::io::Write::write(&mut s, buf)
+                })
+            }
+
+            fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+                self.s.blocking(super::Dir::Write, |mut s| {
+                    std::io::Write::write_vectored(&mut s, bufs)
+                })
+            }
+
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+
+        impl std::io::Read for $t {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                (&*self).read(buf)
+            }
+
+            fn read_vectored(
+                &mut self,
+                bufs: &mut [std::io::IoSliceMut<'_>],
+            ) -> std::io::Result<usize> {
+                (&*self).read_vectored(bufs)
+            }
+        }
+
+        impl std::io::Write for $t {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                (&*self).write(buf)
+            }
+
+            fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+                (&*self).write_vectored(bufs)
+            }
+
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+
+        impl futures_io::AsyncRead for $t {
+            fn poll_read(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &mut [u8],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                self.s.poll_io(super::Dir::Read, cx, |mut io| {
+                    std::io::Read::read(&mut io, buf)
+                })
+            }
+        }
+
+        impl futures_io::AsyncWrite for $t {
+            fn poll_write(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &[u8],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                self.s.poll_io(super::Dir::Write, cx, |mut io| {
+                    std::io::Write::write(&mut io, buf)
+                })
+            }
+
+            fn poll_flush(
+                self: std::pin::Pin<&mut Self>,
+                _cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                std::task::Poll::Ready(Ok(()))
+            }
+
+            fn poll_close(
+                self: std::pin::Pin<&mut Self>,
+                _cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                std::task::Poll::Ready(self.s.io.shutdown(std::net::Shutdown::Write))
+            }
+        }
+
+        impl std::os::fd::AsRawFd for $t {
+            fn as_raw_fd(&self) -> std::os::fd::RawFd {
+                std::os::fd::AsRawFd::as_raw_fd(&self.s.io)
+            }
+        }
+    };
+}
+use stream_io;
+
 /// Wait for a non-blocking `connect` to finish: writable, then the socket
 /// error or a peer address says how it went.
 fn finish_connect<S: mio::event::Source>(

@@ -1,9 +1,7 @@
 //! TCP: a listener and a stream over the runtime's netpoller.
 
-use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::io;
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::{Dir, Socket};
@@ -307,89 +305,7 @@ fn each_addr<T>(
     }))
 }
 
-impl Read for &TcpStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.s.blocking(Dir::Read, |mut s| s.read(buf))
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        self.s.blocking(Dir::Read, |mut s| s.read_vectored(bufs))
-    }
-}
-
-impl Write for &TcpStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.s.blocking(Dir::Write, |mut s| s.write(buf))
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.s.blocking(Dir::Write, |mut s| s.write_vectored(bufs))
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Read for TcpStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        (&*self).read(buf)
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        (&*self).read_vectored(bufs)
-    }
-}
-
-impl Write for TcpStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self).write(buf)
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        (&*self).write_vectored(bufs)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl futures_io::AsyncRead for TcpStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut [u8],
-    ) -> Poll<io::Result<usize>> {
-        let s = &self.s;
-        s.poll_io(Dir::Read, cx, |mut io| io.read(buf))
-    }
-}
-
-impl futures_io::AsyncWrite for TcpStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let s = &self.s;
-        s.poll_io(Dir::Write, cx, |mut io| io.write(buf))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_close(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(self.s.io.shutdown(Shutdown::Write))
-    }
-}
-
-impl std::os::fd::AsRawFd for TcpStream {
-    fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        self.s.io.as_raw_fd()
-    }
-}
+super::stream_io!(TcpStream);
 
 impl std::os::fd::AsRawFd for TcpListener {
     fn as_raw_fd(&self) -> std::os::fd::RawFd {

@@ -1,11 +1,9 @@
 //! Unix-domain sockets over the runtime's netpoller.
 
-use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::io;
 use std::net::Shutdown;
 use std::os::unix::net::SocketAddr;
 use std::path::Path;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use super::{Dir, Socket};
 
@@ -144,73 +142,7 @@ impl UnixStream {
     super::deadline_methods!();
 }
 
-impl Read for &UnixStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.s.blocking(Dir::Read, |mut s| s.read(buf))
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        self.s.blocking(Dir::Read, |mut s| s.read_vectored(bufs))
-    }
-}
-
-impl Write for &UnixStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.s.blocking(Dir::Write, |mut s| s.write(buf))
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.s.blocking(Dir::Write, |mut s| s.write_vectored(bufs))
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Read for UnixStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        (&*self).read(buf)
-    }
-}
-
-impl Write for UnixStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self).write(buf)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl futures_io::AsyncRead for UnixStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut [u8],
-    ) -> Poll<io::Result<usize>> {
-        self.s.poll_io(Dir::Read, cx, |mut io| io.read(buf))
-    }
-}
-
-impl futures_io::AsyncWrite for UnixStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.s.poll_io(Dir::Write, cx, |mut io| io.write(buf))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_close(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(self.s.io.shutdown(Shutdown::Write))
-    }
-}
+super::stream_io!(UnixStream);
 
 /// A Unix-domain datagram socket.
 pub struct UnixDatagram {
@@ -319,4 +251,4 @@ macro_rules! as_raw_fd {
         }
     )*};
 }
-as_raw_fd!(UnixListener, UnixStream, UnixDatagram);
+as_raw_fd!(UnixListener, UnixDatagram);
