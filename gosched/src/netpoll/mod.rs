@@ -8,8 +8,12 @@
 //!   when nobody is blocked in the poller.
 //! - The M that would otherwise sleep until the next timer (the *timer
 //!   sleeper*, `sched/machine.rs`) blocks in the poller instead, with the timer
-//!   as its timeout, once any socket is registered. Only one M at a time (the
-//!   poll lock; a non-blocking poll that finds it taken skips).
+//!   as its timeout, once any socket is registered and every P is idle. Only
+//!   one M at a time (the poll lock; a non-blocking poll that finds it taken
+//!   skips). While some P runs, a sleeper in epoll would get the events one
+//!   at a time, each a thread wake-up, and keep the running Ms from polling
+//!   in batches: W12 went from 175k epoll_waits and 62k context switches
+//!   (1.42x Go) to 0.95x Go with this rule.
 //! - sysmon polls when nobody has for 10 ms (`sched/sysmon.rs`).
 //!
 //! Whatever would wake the sleeper wakes the poller instead: an earlier timer,
