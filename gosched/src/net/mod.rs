@@ -199,14 +199,22 @@ macro_rules! stream_io {
             }
         }
 
+        super::as_raw_fd!($t);
+    };
+}
+use stream_io;
+
+/// `AsRawFd` for socket types whose field `s` is a `Socket`.
+macro_rules! as_raw_fd {
+    ($($t:ty),*) => {$(
         impl std::os::fd::AsRawFd for $t {
             fn as_raw_fd(&self) -> std::os::fd::RawFd {
                 std::os::fd::AsRawFd::as_raw_fd(&self.s.io)
             }
         }
-    };
+    )*};
 }
-use stream_io;
+use as_raw_fd;
 
 /// Wait for a non-blocking `connect` to finish: writable, then the socket
 /// error or a peer address says how it went.

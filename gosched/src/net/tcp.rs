@@ -207,12 +207,14 @@ impl TcpStream {
             if let Some(e) = stream.s.io.take_error()? {
                 return Err(e);
             }
-            match stream.s.io.peer_addr() {
-                Ok(_) => return Ok(stream),
-                Err(e) if e.kind() == io::ErrorKind::NotConnected => {}
-                Err(e) => return Err(e),
+            if tcp_connected(&stream.s.io)? {
+                return Ok(stream);
             }
             std::future::poll_fn(|cx| stream.s.wait(dir, seen, cx)).await;
+            // (Closed by a runtime shutdown: `wait` returns at once from now on.)
+            if stream.s.reg.desc.is_closed() {
+                return Err(Socket::<mio::net::TcpStream>::closed());
+            }
         }
     }
 
@@ -307,8 +309,4 @@ fn each_addr<T>(
 
 super::stream_io!(TcpStream);
 
-impl std::os::fd::AsRawFd for TcpListener {
-    fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        self.s.io.as_raw_fd()
-    }
-}
+super::as_raw_fd!(TcpListener);

@@ -200,8 +200,4 @@ impl UdpSocket {
     super::deadline_methods!();
 }
 
-impl std::os::fd::AsRawFd for UdpSocket {
-    fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        self.s.io.as_raw_fd()
-    }
-}
+super::as_raw_fd!(UdpSocket);

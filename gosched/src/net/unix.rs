@@ -242,13 +242,4 @@ impl UnixDatagram {
     super::deadline_methods!();
 }
 
-macro_rules! as_raw_fd {
-    ($($t:ty),*) => {$(
-        impl std::os::fd::AsRawFd for $t {
-            fn as_raw_fd(&self) -> std::os::fd::RawFd {
-                self.s.io.as_raw_fd()
-            }
-        }
-    )*};
-}
-as_raw_fd!(UnixListener, UnixDatagram);
+super::as_raw_fd!(UnixListener, UnixDatagram);
