@@ -143,8 +143,20 @@ fn goroutine_ticker_beside_task_hogs_migrating() {
     );
 }
 
+/// Name prefix of the threads of the runtimes in the thread-count tests.
+const THREADS: &str = "tcount";
+
+/// This process's threads whose names start with `THREADS`: the M, sysmon
+/// and blocking-pool threads of the runtime under test. (Counting every
+/// thread raced with libtest, which starts the thread of the next test, to
+/// wait on `serial()`, while this one runs.)
 fn threads_now() -> usize {
-    std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count())
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    dir.filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with(THREADS))
+        .count()
 }
 
 /// How long an idle M lives in the thread-count tests.
@@ -258,6 +270,7 @@ fn counter_progresses_beside_blocking_syscalls_migrating() {
     // SAFETY: these goroutines touch no thread-local across a blocking call.
     let rt = unsafe { gosched::Builder::new().procs(2).migrate_goroutines(true) }
         .thread_keep_alive(Some(KEEP_ALIVE))
+        .thread_name(THREADS)
         .build()
         .unwrap();
     counter_beside_blocking_syscalls(rt, true);
@@ -273,6 +286,7 @@ fn counter_progresses_beside_blocking_syscalls() {
     let rt = gosched::Builder::new()
         .procs(2)
         .thread_keep_alive(Some(KEEP_ALIVE))
+        .thread_name(THREADS)
         .build()
         .unwrap();
     counter_beside_blocking_syscalls(rt, false);
