@@ -508,3 +508,107 @@ fn unix_stream_and_datagram() {
     assert_eq!(&b4, b"pair");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `try_clone`: a second handle on the same connection, in another
+/// goroutine: one writes through the clone while the other reads through
+/// the original; each has its own deadline.
+#[test]
+fn try_clone_reads_and_writes_from_two_goroutines() {
+    use std::time::{Duration, Instant};
+    let rt = common::rt(2);
+    let (c, s) = pair(&rt);
+    let writer_half = c.try_clone().unwrap();
+    // A deadline on the clone does not touch the original.
+    writer_half.set_read_deadline(Some(Instant::now()));
+    let echo = rt.go(move || {
+        let mut s = s;
+        let mut buf = [0u8; 1024];
+        loop {
+            let n = s.read(&mut buf).unwrap();
+            if n == 0 {
+                return;
+            }
+            s.write_all(&buf[..n]).unwrap();
+        }
+    });
+    let writer = rt.go(move || {
+        let mut w = writer_half;
+        for i in 0..100u32 {
+            w.write_all(&i.to_le_bytes()).unwrap();
+        }
+        let mut b = [0u8; 1];
+        let e = w.read(&mut b).unwrap_err();
+        w.shutdown(std::net::Shutdown::Write).unwrap();
+        e.kind()
+    });
+    let reader = rt.go(move || {
+        let mut c = c;
+        let mut got = Vec::new();
+        c.set_read_deadline(Some(Instant::now() + Duration::from_secs(20)));
+        c.read_to_end(&mut got).unwrap();
+        got
+    });
+    assert_eq!(within(&rt, 20, writer), std::io::ErrorKind::TimedOut);
+    let got = within(&rt, 20, reader);
+    let want: Vec<u8> = (0..100u32).flat_map(u32::to_le_bytes).collect();
+    assert_eq!(got, want);
+    within(&rt, 20, echo);
+}
+
+/// `into_std` gives back a blocking std socket that still works, and
+/// `TryFrom` adopts one; `set_keepalive` turns the probes on and off.
+#[test]
+fn std_conversions_and_keepalive() {
+    use std::time::Duration;
+    let rt = common::rt(2);
+    let (c, s) = pair(&rt);
+    c.set_keepalive(Some(Duration::from_secs(30))).unwrap();
+    assert!(c.keepalive().unwrap());
+    c.set_keepalive(None).unwrap();
+    assert!(!c.keepalive().unwrap());
+    let mut std_c: std::net::TcpStream = c.into_std().unwrap();
+    let server = rt.go(move || {
+        let mut s = s;
+        let mut b = [0u8; 4];
+        s.read_exact(&mut b).unwrap();
+        s.write_all(&b).unwrap();
+        s
+    });
+    // Blocking again: a plain write and read on this thread.
+    std_c.write_all(b"ping").unwrap();
+    let mut b = [0u8; 4];
+    std_c.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"ping");
+    let s = within(&rt, 20, server);
+    // And back into gosched.
+    let again = rt
+        .block_on(async move { TcpStream::try_from(std_c) })
+        .unwrap();
+    let h = rt.go(move || {
+        let mut again = again;
+        again.write_all(b"pong").unwrap();
+    });
+    let mut s = s;
+    let h2 = rt.go(move || {
+        let mut b = [0u8; 4];
+        s.read_exact(&mut b).unwrap();
+        b
+    });
+    within(&rt, 20, h);
+    assert_eq!(&within(&rt, 20, h2), b"pong");
+}
+
+/// A host name is resolved (as a blocking call) by `connect` and `bind`.
+#[test]
+fn connect_and_bind_resolve_host_names() {
+    let rt = common::rt(2);
+    let h = rt.go(|| {
+        let l = TcpListener::bind("localhost:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let accept = gosched::go(move || l.accept().map(|_| ()));
+        let c = TcpStream::connect(("localhost", port)).unwrap();
+        accept.join().unwrap().unwrap();
+        c.peer_addr().unwrap().port()
+    });
+    assert_ne!(within(&rt, 20, h), 0);
+}

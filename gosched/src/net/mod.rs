@@ -96,8 +96,10 @@ macro_rules! deadline_methods {
 use deadline_methods;
 
 /// `Read`/`Write` for `&T` and `T` (blocking: park the goroutine or the
-/// thread), and `futures_io::{AsyncRead, AsyncWrite}` for `T`, of a stream
-/// type whose field `s` is a `Socket` over a mio stream.
+/// thread), `futures_io::{AsyncRead, AsyncWrite}` for `T`, and with the
+/// `tokio-io` feature `tokio::io::{AsyncRead, AsyncWrite}` for `T` (hyper
+/// and the tokio ecosystem through e.g. `hyper_util::rt::TokioIo`), of a
+/// stream type whose field `s` is a `Socket` over a mio stream.
 macro_rules! stream_io {
     ($t:ty) => {
         impl std::io::Read for &$t {
@@ -199,22 +201,172 @@ macro_rules! stream_io {
             }
         }
 
-        super::as_raw_fd!($t);
+        #[cfg(feature = "tokio-io")]
+        impl tokio::io::AsyncRead for $t {
+            fn poll_read(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &mut tokio::io::ReadBuf<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                // Zeroes the unfilled part once per buffer (ReadBuf keeps
+                // track), so no `&mut [u8]` over uninitialised bytes.
+                let dst = buf.initialize_unfilled();
+                let n = std::task::ready!(self.s.poll_io(super::Dir::Read, cx, |mut io| {
+                    std::io::Read::read(&mut io, dst)
+                }))?;
+                buf.advance(n);
+                std::task::Poll::Ready(Ok(()))
+            }
+        }
+
+        #[cfg(feature = "tokio-io")]
+        impl tokio::io::AsyncWrite for $t {
+            fn poll_write(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &[u8],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                self.s.poll_io(super::Dir::Write, cx, |mut io| {
+                    std::io::Write::write(&mut io, buf)
+                })
+            }
+
+            fn poll_write_vectored(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                bufs: &[std::io::IoSlice<'_>],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                self.s.poll_io(super::Dir::Write, cx, |mut io| {
+                    std::io::Write::write_vectored(&mut io, bufs)
+                })
+            }
+
+            fn is_write_vectored(&self) -> bool {
+                true
+            }
+
+            fn poll_flush(
+                self: std::pin::Pin<&mut Self>,
+                _cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                std::task::Poll::Ready(Ok(()))
+            }
+
+            fn poll_shutdown(
+                self: std::pin::Pin<&mut Self>,
+                _cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                std::task::Poll::Ready(self.s.io.shutdown(std::net::Shutdown::Write))
+            }
+        }
     };
 }
 use stream_io;
 
-/// `AsRawFd` for socket types whose field `s` is a `Socket`.
-macro_rules! as_raw_fd {
-    ($($t:ty),*) => {$(
+/// What every socket type `$t` (field `s`: a `Socket<$mio>`) shares with its
+/// std counterpart `$std`: `from_std`/`TryFrom` (adopt), `into_std` (give
+/// back, blocking again), `try_clone`, `AsRawFd`, `AsFd`.
+///
+/// A clone (`dup`) is registered with the netpoller on its own: it has its
+/// own readiness state, deadlines and timeouts, and both handles see the
+/// same connection (as two fds of one socket do in Go's `File()` or C).
+macro_rules! std_interop {
+    ($($t:ident: $mio:ty => $std:ty),* $(,)?) => {$(
+        impl $t {
+            /// Adopt a std socket (made non-blocking here) in the current
+            /// runtime.
+            ///
+            /// # Errors
+            /// If it cannot be made non-blocking, or registering it with the
+            /// netpoller fails.
+            pub fn from_std(s: $std) -> std::io::Result<$t> {
+                s.set_nonblocking(true)?;
+                Ok($t {
+                    s: super::Socket::new(<$mio>::from_std(s))?,
+                })
+            }
+
+            /// The std socket, blocking again (unregistered from the
+            /// netpoller; waiters on this one are woken with an error).
+            ///
+            /// # Errors
+            /// If the fd cannot be duplicated (`EMFILE`) — `self` is then
+            /// dropped and closed — or made blocking.
+            pub fn into_std(self) -> std::io::Result<$std> {
+                let fd = super::dup(&self.s.io)?;
+                drop(self);
+                let s = <$std>::from(fd);
+                s.set_nonblocking(false)?;
+                Ok(s)
+            }
+
+            /// A second handle on the same socket (`dup`), in the same
+            /// runtime, with its own deadlines and timeouts.
+            ///
+            /// # Errors
+            /// The OS's (`EMFILE`), or registering it fails.
+            pub fn try_clone(&self) -> std::io::Result<$t> {
+                let s = <$std>::from(super::dup(&self.s.io)?);
+                Ok($t {
+                    s: super::Socket::new_in(<$mio>::from_std(s), self.s.rt.clone())?,
+                })
+            }
+        }
+
+        impl TryFrom<$std> for $t {
+            type Error = std::io::Error;
+            fn try_from(s: $std) -> std::io::Result<$t> {
+                $t::from_std(s)
+            }
+        }
+
         impl std::os::fd::AsRawFd for $t {
             fn as_raw_fd(&self) -> std::os::fd::RawFd {
                 std::os::fd::AsRawFd::as_raw_fd(&self.s.io)
             }
         }
+
+        impl std::os::fd::AsFd for $t {
+            fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+                std::os::fd::AsFd::as_fd(&self.s.io)
+            }
+        }
     )*};
 }
-use as_raw_fd;
+use std_interop;
+
+/// A new fd for the socket `io` is (close-on-exec).
+fn dup(io: &impl std::os::fd::AsFd) -> io::Result<std::os::fd::OwnedFd> {
+    io.as_fd().try_clone_to_owned()
+}
+
+/// Raise a new listener's accept queue to the system's limit, as Go's
+/// `net.Listen` does (`/proc/sys/net/core/somaxconn`, 4096 on current
+/// Linux): std listens with 128, and a burst of connects beyond that while
+/// the acceptor is busy is dropped — each dropped SYN costs its client a
+/// 1 s retransmission. `listen` on a listening socket only resizes its
+/// queue (Linux and the BSDs).
+fn raise_backlog(listener: &impl std::os::fd::AsRawFd) {
+    static BACKLOG: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    let backlog = *BACKLOG.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+            .unwrap_or(libc::SOMAXCONN)
+            .clamp(1, 65535)
+    });
+    // SAFETY: `listen` on an fd we borrow; it touches no memory of ours.
+    // Failure leaves the queue as it was (128), so it is ignored.
+    unsafe { libc::listen(listener.as_raw_fd(), backlog) };
+}
+
+/// Resolve `addr` as a blocking call (`syscall_local`): a slow resolver
+/// (`getaddrinfo` for a host name) holds this thread, and sysmon hands the P
+/// to another M meanwhile — it costs a thread, not a P. A numeric address
+/// is parsed without a system call.
+fn resolve(addr: impl std::net::ToSocketAddrs) -> io::Result<Vec<std::net::SocketAddr>> {
+    crate::syscall_local(|| addr.to_socket_addrs().map(Iterator::collect))
+}
 
 /// Wait for a non-blocking `connect` to finish: writable, then the socket
 /// error or a peer address says how it went.
@@ -291,8 +443,13 @@ struct Socket<S: mio::event::Source> {
 }
 
 impl<S: mio::event::Source> Socket<S> {
-    fn new(mut io: S) -> io::Result<Self> {
-        let rt = crate::sched::context::with_current(Arc::clone);
+    /// Register `io` with the current runtime's netpoller.
+    fn new(io: S) -> io::Result<Self> {
+        Socket::new_in(io, crate::sched::context::with_current(Arc::clone))
+    }
+
+    /// Register `io` with `rt`'s netpoller.
+    fn new_in(mut io: S, rt: Arc<Shared>) -> io::Result<Self> {
         let (reg, _first) = rt.netpoll.register(&mut io)?;
         rt.ensure_poller();
         Ok(Socket {

@@ -43,24 +43,15 @@ impl std::fmt::Debug for TcpListener {
 
 impl TcpListener {
     /// Bind to the first of `addr`'s addresses that works (as std's `bind`;
-    /// a host name is resolved on the calling thread).
+    /// a host name is resolved as a blocking call, see `connect`), with the
+    /// system's largest accept queue (`somaxconn`, as Go; std uses 128).
     ///
     /// # Errors
     /// As std's `TcpListener::bind`; or the netpoller cannot be created.
     pub fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
-        let std = std::net::TcpListener::bind(addr)?;
+        let std = std::net::TcpListener::bind(&super::resolve(addr)?[..])?;
+        super::raise_backlog(&std);
         TcpListener::from_std(std)
-    }
-
-    /// Adopt a std listener (made non-blocking here).
-    ///
-    /// # Errors
-    /// If it cannot be made non-blocking or registered.
-    pub fn from_std(l: std::net::TcpListener) -> io::Result<TcpListener> {
-        l.set_nonblocking(true)?;
-        Ok(TcpListener {
-            s: Socket::new(mio::net::TcpListener::from_std(l))?,
-        })
     }
 
     /// Wait for a connection (parks the goroutine; on a plain thread, the
@@ -158,8 +149,9 @@ impl TcpStream {
     }
 
     /// Connect to the first of `addr`'s addresses that accepts (parks the
-    /// goroutine while the handshake runs). A host name is resolved on the
-    /// calling thread.
+    /// goroutine while the handshake runs). A host name is resolved as a
+    /// blocking call (`syscall_local`): a slow resolver holds this thread,
+    /// not a P (sysmon hands the P on).
     ///
     /// # Errors
     /// The last address's error (`ConnectionRefused`, …), or `InvalidInput`
@@ -218,15 +210,6 @@ impl TcpStream {
         }
     }
 
-    /// Adopt a connected std stream (made non-blocking here).
-    ///
-    /// # Errors
-    /// If it cannot be made non-blocking or registered.
-    pub fn from_std(s: std::net::TcpStream) -> io::Result<TcpStream> {
-        s.set_nonblocking(true)?;
-        TcpStream::from_mio(mio::net::TcpStream::from_std(s))
-    }
-
     /// The peer's address.
     ///
     /// # Errors
@@ -268,6 +251,56 @@ impl TcpStream {
         self.s.io.nodelay()
     }
 
+    /// TCP keep-alive probes (Go's `SetKeepAlive` + `SetKeepAlivePeriod`):
+    /// `Some(period)` turns them on, probing after `period` idle and every
+    /// `period` after that (whole seconds, at least one; on Linux — elsewhere
+    /// the OS's defaults); `None` turns them off.
+    ///
+    /// # Errors
+    /// The OS's.
+    pub fn set_keepalive(&self, period: Option<Duration>) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let fd = self.s.io.as_raw_fd();
+        setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_KEEPALIVE,
+            i32::from(period.is_some()),
+        )?;
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        if let Some(p) = period {
+            let secs = i32::try_from(p.as_secs().max(1)).unwrap_or(i32::MAX);
+            setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, secs)?;
+            setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, secs)?;
+        }
+        Ok(())
+    }
+
+    /// Whether keep-alive probes are on.
+    ///
+    /// # Errors
+    /// The OS's.
+    pub fn keepalive(&self) -> io::Result<bool> {
+        use std::os::fd::AsRawFd;
+        let mut on: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `on` and `len` are valid for writes of the sizes passed,
+        // and the fd is open (owned by `self`).
+        let r = unsafe {
+            libc::getsockopt(
+                self.s.io.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_KEEPALIVE,
+                std::ptr::addr_of_mut!(on).cast(),
+                &mut len,
+            )
+        };
+        if r == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(on != 0)
+    }
+
     super::deadline_methods!();
 
     /// Read what is there without taking it (parks until something is).
@@ -288,12 +321,31 @@ fn tcp_connected(s: &mio::net::TcpStream) -> io::Result<bool> {
     }
 }
 
+/// `setsockopt` of an `int` option.
+fn setsockopt(fd: std::os::fd::RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
+    // SAFETY: `value` is a valid `c_int` for the length passed; the fd is
+    // open (borrowed from a live socket).
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            std::ptr::addr_of!(value).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 fn each_addr<T>(
     addr: impl ToSocketAddrs,
     mut f: impl FnMut(SocketAddr) -> io::Result<T>,
 ) -> io::Result<T> {
     let mut last = None;
-    for a in addr.to_socket_addrs()? {
+    for a in super::resolve(addr)? {
         match f(a) {
             Ok(t) => return Ok(t),
             Err(e) => last = Some(e),
@@ -309,4 +361,7 @@ fn each_addr<T>(
 
 super::stream_io!(TcpStream);
 
-super::as_raw_fd!(TcpListener);
+super::std_interop! {
+    TcpListener: mio::net::TcpListener => std::net::TcpListener,
+    TcpStream: mio::net::TcpStream => std::net::TcpStream,
+}

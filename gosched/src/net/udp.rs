@@ -38,18 +38,7 @@ impl UdpSocket {
     /// # Errors
     /// As std's `UdpSocket::bind`, or the netpoller cannot be created.
     pub fn bind(addr: impl ToSocketAddrs) -> io::Result<UdpSocket> {
-        UdpSocket::from_std(std::net::UdpSocket::bind(addr)?)
-    }
-
-    /// Adopt a std socket (made non-blocking here).
-    ///
-    /// # Errors
-    /// If it cannot be made non-blocking or registered.
-    pub fn from_std(s: std::net::UdpSocket) -> io::Result<UdpSocket> {
-        s.set_nonblocking(true)?;
-        Ok(UdpSocket {
-            s: Socket::new(mio::net::UdpSocket::from_std(s))?,
-        })
+        UdpSocket::from_std(std::net::UdpSocket::bind(&super::resolve(addr)?[..])?)
     }
 
     /// Send one datagram to `addr`.
@@ -200,4 +189,6 @@ impl UdpSocket {
     super::deadline_methods!();
 }
 
-super::as_raw_fd!(UdpSocket);
+super::std_interop! {
+    UdpSocket: mio::net::UdpSocket => std::net::UdpSocket,
+}

@@ -21,14 +21,15 @@ impl std::fmt::Debug for UnixListener {
 }
 
 impl UnixListener {
-    /// Bind to the socket file `path` (which must not exist).
+    /// Bind to the socket file `path` (which must not exist), with the
+    /// system's largest accept queue (as `TcpListener::bind`).
     ///
     /// # Errors
     /// The OS's (`AddrInUse` if the file exists).
     pub fn bind(path: impl AsRef<Path>) -> io::Result<UnixListener> {
-        Ok(UnixListener {
-            s: Socket::new(mio::net::UnixListener::bind(path)?)?,
-        })
+        let l = mio::net::UnixListener::bind(path)?;
+        super::raise_backlog(&l);
+        Ok(UnixListener { s: Socket::new(l)? })
     }
 
     /// Wait for a connection (parks the goroutine).
@@ -242,4 +243,8 @@ impl UnixDatagram {
     super::deadline_methods!();
 }
 
-super::as_raw_fd!(UnixListener, UnixDatagram);
+super::std_interop! {
+    UnixListener: mio::net::UnixListener => std::os::unix::net::UnixListener,
+    UnixStream: mio::net::UnixStream => std::os::unix::net::UnixStream,
+    UnixDatagram: mio::net::UnixDatagram => std::os::unix::net::UnixDatagram,
+}

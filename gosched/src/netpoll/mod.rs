@@ -16,6 +16,11 @@
 //!   (1.42x Go) to 0.95x Go with this rule.
 //! - sysmon polls when nobody has for 10 ms (`sched/sysmon.rs`).
 //!
+//! A poll returns the wakers of everyone whose socket became ready; the
+//! caller wakes them as one batch (`Shared::inject` in `sched/ready.rs`, Go's
+//! `injectglist`): onto the polling M's P in event order with one wake-up
+//! for the lot, or, P-less, to the global queue.
+//!
 //! Whatever would wake the sleeper wakes the poller instead: an earlier timer,
 //! homed work for that M, shutdown (`wake`: a `mio::Waker`, an eventfd). The
 //! eventfd's edge can be consumed by another M's non-blocking poll just before
@@ -240,15 +245,16 @@ impl Poller {
     }
 
     /// Poll: `None` blocks until an event or `wake`, `Some(d)` at most `d`.
-    /// The wakers of every socket that became ready are woken before it
-    /// returns. Returns how many were woken, or `None` if another thread is
-    /// polling (a non-blocking poll skips; a blocking one is never
-    /// attempted while one is blocked: the timer sleeper is one M).
+    /// Returns the wakers of every waiter whose socket became ready, for
+    /// the caller to wake as one batch (`Shared::inject`, Go's
+    /// `injectglist`), or `None` if another thread is polling (a
+    /// non-blocking poll skips; a blocking one is never attempted while one
+    /// is blocked: the timer sleeper is one M).
     pub(crate) fn poll(
         &self,
         timeout: Option<Duration>,
         now_ns: impl Fn() -> u64,
-    ) -> Option<usize> {
+    ) -> Option<Vec<Waker>> {
         let inner = self.inner.get()?;
         let mut guard = match inner.poll.try_lock() {
             Ok(g) => g,
@@ -275,7 +281,7 @@ impl Poller {
             if e.kind() != io::ErrorKind::Interrupted {
                 eprintln!("gosched netpoll: epoll_wait failed: {e}");
             }
-            return Some(0);
+            return Some(Vec::new());
         }
         let mut wake: Vec<Waker> = Vec::new();
         {
@@ -310,11 +316,7 @@ impl Poller {
             }
         }
         drop(guard);
-        let n = wake.len();
-        for w in wake {
-            w.wake();
-        }
-        Some(n)
+        Some(wake)
     }
 
     /// When someone last polled (ns on the scheduler's clock; 0 never).

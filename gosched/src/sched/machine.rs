@@ -976,10 +976,12 @@ impl MachineCtx {
             }
 
             // 5. The netpoller, without blocking, unless an M is blocked in
-            // it (it will deliver): what is ready lands in our runnext.
+            // it (it will deliver): what is ready lands on our queues' tails
+            // as one batch (`Shared::inject`).
             #[cfg(not(loom))]
             if shared.netpoll.has_waiters() && !shared.netpoll.someone_blocked() {
-                if let Some(1..) = shared.netpoll.poll(Some(Duration::ZERO), now_ns) {
+                if let Some(ready) = shared.netpoll.poll(Some(Duration::ZERO), now_ns) {
+                    shared.inject(ready, Some(p));
                     // SAFETY: we own `p`.
                     if let Some(r) = unsafe { p.runqget() } {
                         return Some(r);
@@ -1414,7 +1416,17 @@ impl MachineCtx {
     }
 
     /// Ready a task homed on this M, from this M's thread (`Shared::ready`).
+    /// A netpoll batch (`Shared::inject`) goes to the local queue's tail, in
+    /// order, instead.
     pub(super) fn ready_homed_here(&self, task: Task) {
+        if self
+            .p
+            .get()
+            .is_some_and(|pi| self.shared.procs[pi].injecting())
+        {
+            self.localq.borrow_mut().push_back(task);
+            return;
+        }
         if let Some(old) = self.next.replace(Some(task)) {
             self.localq.borrow_mut().push_back(old);
         }
@@ -1487,7 +1499,9 @@ impl MachineCtx {
             if via_poller && next - now >= POLLER_MIN_SLEEP_NS {
                 // Until the next timer (forever if none), or a wake.
                 let timeout = (next != NEVER).then(|| Duration::from_nanos(next - now));
-                shared.netpoll.poll(timeout, now_ns);
+                if let Some(ready) = shared.netpoll.poll(timeout, now_ns) {
+                    shared.inject(ready, None);
+                }
             } else {
                 // (The poller's timeouts are whole milliseconds: a sooner
                 // timer is slept for on the parker, which `Machine::wake`

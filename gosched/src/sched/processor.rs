@@ -41,6 +41,9 @@ pub(crate) struct Processor {
     /// long call from many short ones).
     pub(crate) syscalltick: AtomicU32,
     pub(crate) eager: AtomicU32,
+    /// A netpoll batch is being made runnable on this P (`Shared::inject`):
+    /// 0 when not, else 1 + the tasks queued so far. Owner only (Relaxed).
+    pub(crate) inject: AtomicU32,
     /// The M that last ran a task on this P (written by that M; read by Ms
     /// placing new goroutines, `machine.rs` "The thread rule"). Points into
     /// `Shared::machines`, which keeps every `Machine` alive for the
@@ -102,6 +105,7 @@ impl Processor {
             syscalltick: AtomicU32::new(0),
             owner: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
             eager: AtomicU32::new(0),
+            inject: AtomicU32::new(0),
             spawned: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             timers: Timers::new(),
@@ -168,6 +172,13 @@ impl Processor {
     ) {
         // SAFETY: owner.
         unsafe { self.runq.push_back(task.into_raw(), global) };
+    }
+
+    /// Owner: whether a netpoll batch is being made runnable here
+    /// (`Shared::inject`): readied tasks then go to the tail, in order.
+    #[inline]
+    pub(crate) fn injecting(&self) -> bool {
+        self.inject.load(Relaxed) != 0
     }
 
     /// Owner, after a put into an empty `runnext`: may the wake-up be skipped

@@ -143,15 +143,54 @@ impl Shared {
             return;
         }
         let put = with_current_p(self, |p| match p {
+            Some(p) if p.injecting() => {
+                // SAFETY: owner of `p` (RUNNING).
+                unsafe { p.runqput_tail(task, |batch| self.global_push_batch(batch)) };
+                p.inject.store(p.inject.load(Relaxed) + 1, Relaxed);
+                Ok(None)
+            }
             // SAFETY: owner of `p` (RUNNING).
-            Some(p) => Ok(unsafe { p.runqput_next(task, |batch| self.global_push_batch(batch)) }),
+            Some(p) => Ok(Some(unsafe {
+                p.runqput_next(task, |batch| self.global_push_batch(batch))
+            })),
             None => Err(task),
         });
         match put {
-            Ok(lazy) => self.wakep_after_runqput(lazy),
+            Ok(Some(lazy)) => self.wakep_after_runqput(lazy),
+            Ok(None) => {} // `inject` wakes once for the batch
             Err(t) => {
                 self.global_push(t);
                 self.wakep_if_idle();
+            }
+        }
+    }
+
+    /// Go's `injectglist`: wake what one netpoll made ready, as one batch.
+    /// With `p` (the polling M's P, owned): the tasks readied onto it go to
+    /// its run queue's tail in the order the events came (goroutines homed
+    /// on this M to its local queue's tail), with no `runnext` displacement
+    /// and no wake-up each; then, if more than the one this M runs next
+    /// landed there, one `wakep` — the spinning M steals half and, as it
+    /// finds work, wakes the next (`resetspinning`), so idle Ps fan out one
+    /// M at a time as in Go. Without a P (the timer sleeper, sysmon) each
+    /// goes to the global queue, or its home M, with Go's wake each (after
+    /// the first, a spinner exists and the wake is a few loads).
+    pub(crate) fn inject(&self, ready: Vec<std::task::Waker>, p: Option<&Processor>) {
+        match p {
+            Some(p) if !ready.is_empty() => {
+                p.inject.store(1, Relaxed);
+                for w in ready {
+                    w.wake();
+                }
+                let put = p.inject.swap(0, Relaxed) - 1;
+                if put > 1 {
+                    self.wakep_if_idle();
+                }
+            }
+            _ => {
+                for w in ready {
+                    w.wake();
+                }
             }
         }
     }

@@ -302,7 +302,9 @@ impl Shared {
                 && !self.netpoll.someone_blocked()
                 && now.saturating_sub(self.netpoll.last_poll()) >= NETPOLL_EVERY
             {
-                self.netpoll.poll(Some(Duration::ZERO), now_ns);
+                if let Some(ready) = self.netpoll.poll(Some(Duration::ZERO), now_ns) {
+                    self.inject(ready, None);
+                }
             }
             let look = self.sysmon_look(&mut recs, now);
             if look.runnext_stuck {
