@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::child;
 use crate::golang::{self, Toolchain};
+use crate::java::{self, Jdk};
 use crate::json::{self, Value};
 use crate::report;
 use crate::workloads::{Impl, Workload};
@@ -121,6 +122,7 @@ pub struct Meta {
     pub quick: bool,
     pub runs: Option<usize>,
     pub go: Option<String>,
+    pub java: Option<String>,
     pub gosched_built: bool,
     pub started_unix: u64,
 }
@@ -179,6 +181,27 @@ pub fn main(opts: Options) -> std::io::Result<()> {
             }
         }
     }
+
+    // Java peers: likewise, for the workloads that have one.
+    let want_java =
+        opts.impls.contains(&Impl::Java) && opts.workloads.iter().any(|w| w.runs(Impl::Java));
+    let jdk = want_java.then(|| java::find(&paths.workspace));
+    let mut java_progs: Vec<(Workload, Result<java::Program, String>)> = Vec::new();
+    match &jdk {
+        None => {}
+        Some(Err(why)) => eprintln!("java: {why}; skipping Java rows"),
+        Some(Ok(jdk)) => {
+            eprintln!(
+                "java: {} ({}; javac {})",
+                jdk.version,
+                jdk.java.display(),
+                jdk.javac.display()
+            );
+            for &w in opts.workloads.iter().filter(|w| w.runs(Impl::Java)) {
+                java_progs.push((w, build_java(jdk, &paths, w)));
+            }
+        }
+    }
     if !cfg!(feature = "gosched") && opts.impls.iter().any(|i| i.is_gosched()) {
         eprintln!(
             "gosched: rows skipped, this binary was built without the `gosched` feature \
@@ -191,6 +214,10 @@ pub fn main(opts: Options) -> std::io::Result<()> {
         quick: opts.quick,
         runs: opts.runs,
         go: toolchain.as_ref().map(|t| t.version.clone()),
+        java: jdk
+            .as_ref()
+            .and_then(|j| j.as_ref().ok())
+            .map(|j| j.version.clone()),
         gosched_built: cfg!(feature = "gosched"),
         started_unix,
     };
@@ -211,7 +238,8 @@ pub fn main(opts: Options) -> std::io::Result<()> {
     let mut results = Vec::new();
     for &w in &opts.workloads {
         let go_bin = go_bins.iter().find(|(gw, _)| *gw == w).map(|(_, b)| b);
-        let result = run_workload(&opts, w, go_bin);
+        let java_prog = java_progs.iter().find(|(jw, _)| *jw == w).map(|(_, p)| p);
+        let result = run_workload(&opts, w, go_bin, java_prog);
         println!("{}", report::text_table(&result, opts.procs));
         results.push(result);
     }
@@ -233,10 +261,20 @@ fn build_go(tc: &Toolchain, paths: &Paths, w: Workload) -> Result<PathBuf, Strin
     bin
 }
 
+fn build_java(jdk: &Jdk, paths: &Paths, w: Workload) -> Result<java::Program, String> {
+    let src_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("java");
+    let prog = jdk.build(&src_dir, &paths.out_dir.join("java"), &w.program());
+    if let Err(e) = &prog {
+        eprintln!("java: build failed for {}: {e}", w.program());
+    }
+    prog
+}
+
 fn run_workload(
     opts: &Options,
     w: Workload,
     go_bin: Option<&Result<PathBuf, String>>,
+    java_prog: Option<&Result<java::Program, String>>,
 ) -> WorkloadResult {
     let size = w.size(opts.quick);
     eprintln!(
@@ -257,6 +295,11 @@ fn run_workload(
                 }
                 Impl::Go => match go_bin {
                     None => Status::Skipped("go: not found".into()),
+                    Some(Err(e)) => Status::Failed(e.clone()),
+                    Some(Ok(_)) => Status::Ok,
+                },
+                Impl::Java => match java_prog {
+                    None => Status::Skipped("java or javac: not found".into()),
                     Some(Err(e)) => Status::Failed(e.clone()),
                     Some(Ok(_)) => Status::Ok,
                 },
@@ -286,6 +329,12 @@ fn run_workload(
                 Impl::Go => {
                     let Some(Ok(bin)) = go_bin else { continue };
                     let mut c = Command::new(bin);
+                    c.arg(row.size.to_string()).args(w.go_args());
+                    c
+                }
+                Impl::Java => {
+                    let Some(Ok(prog)) = java_prog else { continue };
+                    let mut c = prog.command(opts.procs);
                     c.arg(row.size.to_string()).args(w.go_args());
                     c
                 }

@@ -10,6 +10,7 @@
 mod child;
 mod driver;
 mod golang;
+mod java;
 mod json;
 mod procfs;
 mod report;
@@ -30,8 +31,9 @@ options:
   --runs N         runs per row (default 5, 3 for rows whose first run takes > 2 s)
   --impl A,B       only these implementations: gosched-go, gosched-go-migrate (goroutines
                    that may change thread: the unsafe Builder::migrate_goroutines),
-                   gosched-go-chan (W2 only), gosched-async, gosched-threads, go, may,
-                   tokio, crossbeam, flume, kanal (the last four: W5 on plain threads)
+                   gosched-go-chan (W2 only), gosched-async, gosched-threads, go, java
+                   (W12 only), may, tokio, crossbeam, flume, kanal (the last four: W5 on
+                   plain threads)
   --timeout SECS   kill a measurement after this long (default 60)
 
 writes target/bench/results.json and target/bench/results.md";

@@ -140,6 +140,9 @@ fn header_line(meta: &Meta) -> String {
         format!("{} cores", cores()),
     ];
     parts.push(meta.go.clone().unwrap_or_else(|| "go: not found".into()));
+    if let Some(java) = &meta.java {
+        parts.push(java.clone());
+    }
     if !meta.gosched_built {
         parts.push("gosched rows not built".into());
     }
@@ -240,6 +243,7 @@ pub fn json(meta: &Meta, results: &[WorkloadResult], workspace: &Path) -> String
         .str("flume", &locked_version(&lock, "flume").unwrap_or_default())
         .str("kanal", &locked_version(&lock, "kanal").unwrap_or_default())
         .str("go", meta.go.as_deref().unwrap_or(""))
+        .str("java", meta.java.as_deref().unwrap_or(""))
         .finish();
     let meta_json = Obj::new()
         .num("procs", meta.procs as u64)

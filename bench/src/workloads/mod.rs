@@ -50,6 +50,9 @@ pub enum Impl {
     May,
     /// Go goroutines, `GOMAXPROCS = procs` (a separate Go program).
     Go,
+    /// Java 25 virtual threads, scheduler parallelism = procs (a separate
+    /// Java program, `bench/java`).
+    Java,
     /// Plain OS threads + `crossbeam_channel` (channel workloads only).
     Crossbeam,
     /// Plain OS threads + `flume` (channel workloads only).
@@ -59,13 +62,14 @@ pub enum Impl {
 }
 
 impl Impl {
-    pub const ALL: [Impl; 11] = [
+    pub const ALL: [Impl; 12] = [
         Impl::GoschedGo,
         Impl::GoschedGoMigrate,
         Impl::GoschedGoChan,
         Impl::GoschedAsync,
         Impl::GoschedThreads,
         Impl::Go,
+        Impl::Java,
         Impl::May,
         Impl::Tokio,
         Impl::Crossbeam,
@@ -73,14 +77,21 @@ impl Impl {
         Impl::Kanal,
     ];
     /// The peers that gosched rows are divided by (see [`Impl::races`]).
-    pub const PEERS: [Impl; 4] = [Impl::Go, Impl::May, Impl::Tokio, Impl::Crossbeam];
+    pub const PEERS: [Impl; 5] = [
+        Impl::Go,
+        Impl::Java,
+        Impl::May,
+        Impl::Tokio,
+        Impl::Crossbeam,
+    ];
 
     /// Whether a ratio `self ÷ peer` is reported: goroutine rows race Go,
-    /// may and crossbeam-channel (plain threads); async rows race tokio.
+    /// Java's virtual threads, may and crossbeam-channel (plain threads);
+    /// async rows race tokio.
     pub fn races(self, peer: Impl) -> bool {
         match self {
             Impl::GoschedGo | Impl::GoschedGoMigrate | Impl::GoschedGoChan => {
-                matches!(peer, Impl::Go | Impl::May | Impl::Crossbeam)
+                matches!(peer, Impl::Go | Impl::Java | Impl::May | Impl::Crossbeam)
             }
             Impl::GoschedAsync => peer == Impl::Tokio,
             Impl::GoschedThreads => peer == Impl::Crossbeam,
@@ -98,6 +109,7 @@ impl Impl {
             Impl::Tokio => "tokio",
             Impl::May => "may",
             Impl::Go => "go",
+            Impl::Java => "java",
             Impl::Crossbeam => "crossbeam",
             Impl::Flume => "flume",
             Impl::Kanal => "kanal",
@@ -235,7 +247,7 @@ impl Workload {
         }
     }
 
-    /// Arguments of the Go program after the size.
+    /// Arguments of the Go (and Java) program after the size.
     pub fn go_args(self) -> Vec<String> {
         match self.cap() {
             Some(cap) => vec![cap.to_string()],
@@ -278,10 +290,11 @@ impl Workload {
 
     /// Whether `imp` has an implementation of this workload (the thread +
     /// channel-crate peers are W5 only; may has no bounded channel for W5;
-    /// the goroutines-with-channels variant is W2 only).
+    /// the goroutines-with-channels variant is W2 only; Java so far W12).
     pub fn runs(self, imp: Impl) -> bool {
         match self {
             _ if imp == Impl::GoschedGoChan => self == Workload::W2Skynet,
+            _ if imp == Impl::Java => self == Workload::W12Echo,
             Workload::W5Mpmc | Workload::W5Mpmc0 => imp != Impl::May,
             // A timer channel: only Go and gosched have one.
             Workload::T1After => matches!(imp, Impl::GoschedGo | Impl::GoschedAsync | Impl::Go),
@@ -664,6 +677,9 @@ pub fn run_one(w: Workload, imp: Impl, procs: usize, size: u64) -> Result<(), St
     if imp == Impl::Go {
         return Err("the go implementation is a separate program (bench/go)".into());
     }
+    if imp == Impl::Java {
+        return Err("the java implementation is a separate program (bench/java)".into());
+    }
     if imp.is_gosched() && !cfg!(feature = "gosched") {
         return Err("built without the `gosched` feature".into());
     }
@@ -862,5 +878,6 @@ mod tests {
             7_500
         );
         assert!(Impl::GoschedGo.races(Impl::Crossbeam) && !Impl::GoschedAsync.races(Impl::Go));
+        assert!(Workload::W12Echo.runs(Impl::Java) && !Workload::W1Spawn.runs(Impl::Java));
     }
 }

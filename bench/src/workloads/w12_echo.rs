@@ -14,7 +14,8 @@
 //! gosched goroutines use `gosched::net` with std's `Read`/`Write` (the
 //! goroutine parks on the netpoller); gosched async tasks use its
 //! `futures_io` side; tokio uses `tokio::net` with `AsyncReadExt`; Go uses
-//! `net` with `io.ReadFull`.
+//! `net` with `io.ReadFull`; Java (`bench/java/W12Echo.java`) a virtual
+//! thread per unit with blocking `java.net.Socket` streams.
 
 use std::time::{Duration, Instant};
 
