@@ -53,8 +53,9 @@ pub(crate) struct IdleLists {
     ms: Vec<Arc<Machine>>,
     /// P-less Ms whose homed goroutines wait for a P (`machine.rs`, "The
     /// thread rule"): `pidleput` hands them Ps before any P goes idle, so this
-    /// list is non-empty only while no P is idle.
-    pub(crate) want_p: Vec<Arc<Machine>>,
+    /// list is non-empty only while no P is idle. Changed only through
+    /// `want_p_push`/`want_p_pop`, which keep `Shared::want_p_since`.
+    want_p: Vec<Arc<Machine>>,
     /// Ms whose thread exited (`machine.rs`, "Idle Ms exit"): `newm` gives
     /// the next new thread one of these instead of a new `Machine`.
     retired: Vec<Arc<Machine>>,
@@ -134,8 +135,7 @@ impl Shared {
             self.kill_p(s, p);
             return;
         }
-        if !s.idle.want_p.is_empty() {
-            let m = s.idle.want_p.remove(0);
+        if let Some(m) = self.want_p_pop(s) {
             self.procs[p].status.store(status::RUNNING);
             self.procs[p].set_owner(&m);
             m.start(p, false);
@@ -302,7 +302,39 @@ impl Shared {
         let mut s = lock(&self.sched);
         let mut all: Vec<_> = s.idle.ms.drain(..).collect();
         all.append(&mut s.idle.want_p);
+        self.want_p_since.store(0, Relaxed);
         all
+    }
+
+    /// An M with homed goroutines to run and no P joins the want-P list
+    /// (caller holds the lock, and found no idle P).
+    pub(crate) fn want_p_push(&self, s: &mut Sched, m: Arc<Machine>) {
+        if s.idle.want_p.is_empty() {
+            self.want_p_since
+                .store(super::timers::now_ns().max(1), Relaxed);
+        }
+        s.idle.want_p.push(m);
+    }
+
+    /// The M first in line for a P, if any (caller holds the lock). The
+    /// next one's wait is counted from now.
+    pub(crate) fn want_p_pop(&self, s: &mut Sched) -> Option<Arc<Machine>> {
+        if s.idle.want_p.is_empty() {
+            return None;
+        }
+        let m = s.idle.want_p.remove(0);
+        let since = if s.idle.want_p.is_empty() {
+            0
+        } else {
+            super::timers::now_ns().max(1)
+        };
+        self.want_p_since.store(since, Relaxed);
+        Some(m)
+    }
+
+    /// Ms waiting for a P (caller holds the lock).
+    pub(crate) fn want_p_len(s: &Sched) -> usize {
+        s.idle.want_p.len()
     }
 
     /// Go's `wakep`: if nobody spins, start a spinning M on an idle P. The P and

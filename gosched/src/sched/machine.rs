@@ -58,6 +58,14 @@
 //!   waits on the *want-P* list, and the next M that would put a P on the idle
 //!   list hands it over instead (`Shared::pidleput`). So: want-P non-empty ⇒ no
 //!   idle P (both under the scheduler lock).
+//! - *Ms take turns.* More Ms can hold runnable goroutines than there are
+//!   Ps (an M that went idle lost its P to another, then its goroutines were
+//!   woken). An M holding a P that sees the first M on the want-P list
+//!   waiting `M_SLICE` (250 µs) or longer gives it its P at its next
+//!   schedule and, with homed work of its own, queues behind it
+//!   (`yield_p_to_waiter`; `Shared::want_p_since` is the lock-free hint).
+//!   Without it a waiter got a P only when some M ran out of work: in a busy
+//!   server its connections' requests waited tens of milliseconds.
 //! - *Parking.* An M parks only after finding its homed queues empty; a
 //!   pusher's wake is a parker token, and every park loop re-checks the inbox
 //!   (a reset token is never trusted), so no wake-up is lost. Parked on the
@@ -142,6 +150,15 @@ const MAX_BOUNCES: u8 = 8;
 /// a goroutine on another M that hands work back within this time is served
 /// by a cache-line transfer instead.
 const HOMED_SPIN: Duration = Duration::from_micros(20);
+/// How long an M with homed goroutines to run may wait on the want-P list
+/// before an M holding a P gives it its P ("Ms take turns"): goroutines stay
+/// on their M, so when more Ms have runnable goroutines than there are Ps
+/// (an M that went idle and lost its P to another, then got work back), the
+/// Ms share the Ps in slices of this length instead of the waiter getting a
+/// P only when some M runs out of work (a busy server: its goroutines
+/// starved for tens of ms, the p99 of every request they serve). Each turn
+/// costs a futex wake and a park, about 10 us here: 4% at this slice.
+const M_SLICE: Duration = Duration::from_micros(250);
 /// The netpoller's timeouts are whole milliseconds (epoll): a sleeper whose
 /// next timer is sooner sleeps on its parker instead.
 #[cfg(not(loom))]
@@ -929,6 +946,11 @@ impl MachineCtx {
                 }
                 continue 'top;
             };
+            // Ms take turns: another M's homed goroutines have waited for a
+            // P longer than `M_SLICE`.
+            if shared.want_p_since.load(Relaxed) != 0 && self.yield_p_to_waiter(pi) {
+                continue 'top;
+            }
             let p = self.proc(pi);
             p.set_owner(&self.m);
 
@@ -1310,7 +1332,7 @@ impl MachineCtx {
                         self.p.set(Some(p));
                         return true;
                     }
-                    s.idle.want_p.push(self.m.clone());
+                    shared.want_p_push(&mut s, self.m.clone());
                 }
                 continue;
             }
@@ -1365,6 +1387,27 @@ impl MachineCtx {
         true
     }
 
+    /// "Ms take turns": if the M first in line on the want-P list has waited
+    /// `M_SLICE` or longer, give it our P (with its queue and timers) and
+    /// take our place in line if our own homed goroutines have work (the
+    /// caller's loop, P-less, does that: `wait_for_p`). True if given.
+    fn yield_p_to_waiter(&self, pi: usize) -> bool {
+        let shared = &*self.shared;
+        let since = shared.want_p_since.load(Relaxed);
+        if since == 0 || now_ns().saturating_sub(since) < M_SLICE.as_nanos() as u64 {
+            return false;
+        }
+        let mut s = lock(&shared.sched);
+        if Shared::want_p_len(&s) == 0 {
+            return false; // another M served it a moment ago
+        }
+        self.stop_spinning();
+        self.p.set(None);
+        // Serves the first waiter (the list is not empty).
+        shared.pidleput(&mut s, pi);
+        true
+    }
+
     /// P-less with homed goroutines to run: take an idle P, or join the want-P
     /// list and wait until an M hands us its P (`Shared::pidleput`).
     pub(super) fn wait_for_p(&self) {
@@ -1378,7 +1421,7 @@ impl MachineCtx {
             if shared.shutdown.load(Acquire) {
                 return;
             }
-            s.idle.want_p.push(self.m.clone());
+            shared.want_p_push(&mut s, self.m.clone());
         }
         self.wait_for_nextp();
     }

@@ -116,6 +116,12 @@ pub(crate) struct Shared {
     /// Ms that hold a P and look for work; changed only through `idle.rs`'s
     /// methods (SeqCst RMWs: half of the lost-wake-up protocol).
     nmspinning: AtomicUsize,
+    /// When the M first in line on the want-P list started waiting (ns;
+    /// 0: the list is empty). Written under `sched`, read without it by Ms
+    /// holding a P, which give theirs up once it is older than `M_SLICE`
+    /// (`machine.rs`, "Ms take turns"). A hint: std atomic, outside loom's
+    /// model (the hand-over itself happens under the lock).
+    pub(crate) want_p_since: std::sync::atomic::AtomicU64,
     /// Tasks that have parked at least once (shutdown cancels them).
     pub(crate) owned: OwnedTasks,
     /// This runtime's goroutine stacks (P caches refill from it). Not under
@@ -214,6 +220,7 @@ impl Shared {
             global_takes: std::sync::atomic::AtomicUsize::new(0),
             npidle: AtomicUsize::new(n),
             nmspinning: AtomicUsize::new(0),
+            want_p_since: std::sync::atomic::AtomicU64::new(0),
             owned: OwnedTasks::new(cap),
             #[cfg(not(loom))]
             stacks: {

@@ -261,7 +261,7 @@ impl Shared {
             .collect();
         let (idle_threads, waiting_for_p) = {
             let s = lock(&self.sched);
-            (s.idle_ms(), s.idle.want_p.len())
+            (s.idle_ms(), Shared::want_p_len(&s))
         };
         let inboxes: usize = lock(&self.machines).iter().map(|m| m.inbox_len()).sum();
         let global_queue = self.global_len();

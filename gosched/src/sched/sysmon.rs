@@ -525,7 +525,7 @@ impl Shared {
         }
         let global_waits =
             self.global_len() > 0 && self.global_takes.load(Relaxed) == rec.global_taken;
-        global_waits || !lock(&self.sched).idle.want_p.is_empty()
+        global_waits || Shared::want_p_len(&lock(&self.sched)) != 0
     }
 
     /// Hand P `pi`, which the caller retook (RETAKEN), to whoever should have
@@ -552,10 +552,10 @@ impl Shared {
         }
         let work = p.has_work() || self.global_len() > 0 || p.timers.next_when() <= now;
         let spinning = !work
-            && s.idle.want_p.is_empty()
+            && Shared::want_p_len(&s) == 0
             && self.spinning_ms() + self.idle_ps() == 0
             && self.claim_spinner();
-        if !s.idle.want_p.is_empty() || !(work || spinning) {
+        if Shared::want_p_len(&s) != 0 || !(work || spinning) {
             // `pidleput` serves a waiting M first, else the P goes idle.
             self.pidleput(&mut s, pi);
             drop(s);
