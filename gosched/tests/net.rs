@@ -567,6 +567,8 @@ fn std_conversions_and_keepalive() {
     c.set_keepalive(None).unwrap();
     assert!(!c.keepalive().unwrap());
     let mut std_c: std::net::TcpStream = c.into_std().unwrap();
+    // Left non-blocking (a clone could share the flag); no clone here.
+    std_c.set_nonblocking(false).unwrap();
     let server = rt.go(move || {
         let mut s = s;
         let mut b = [0u8; 4];

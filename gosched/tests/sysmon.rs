@@ -301,7 +301,10 @@ fn counter_progresses_beside_blocking_syscalls() {
 #[test]
 fn cpu_bound_goroutines_spawned_together_get_their_own_ms() {
     let _s = serial();
-    const TRIES: usize = 10;
+    // 20 tries, 14 apart at least: placement puts them apart in about 88%
+    // of tries here (10 tries needing 8 failed in CI about one run in
+    // five), sharing was 60-70% before it.
+    const TRIES: usize = 20;
     let mut apart = 0;
     for _ in 0..TRIES {
         let rt = gosched::Builder::new().procs(2).build().unwrap();
@@ -349,7 +352,7 @@ fn cpu_bound_goroutines_spawned_together_get_their_own_ms() {
     }
     eprintln!("the two workers ran on different Ms in {apart} of {TRIES} runs");
     assert!(
-        apart >= TRIES - 2,
+        apart >= TRIES * 7 / 10,
         "two CPU-bound goroutines shared one M in {} of {TRIES} runs",
         TRIES - apart
     );

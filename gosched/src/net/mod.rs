@@ -208,12 +208,27 @@ macro_rules! stream_io {
                 cx: &mut std::task::Context<'_>,
                 buf: &mut tokio::io::ReadBuf<'_>,
             ) -> std::task::Poll<std::io::Result<()>> {
-                // Zeroes the unfilled part once per buffer (ReadBuf keeps
-                // track), so no `&mut [u8]` over uninitialised bytes.
-                let dst = buf.initialize_unfilled();
-                let n = std::task::ready!(self.s.poll_io(super::Dir::Read, cx, |mut io| {
-                    std::io::Read::read(&mut io, dst)
+                // read(2) straight into the unfilled part, uninitialised as
+                // it may be (hyper hands a fresh `ReadBuf` over its spare
+                // capacity to every poll: zeroing it each time cost up to
+                // its whole size per read). No `&mut [u8]` is made over it.
+                // SAFETY: we only write into `unfilled` (through read(2)),
+                // never de-initialise it.
+                let unfilled = unsafe { buf.unfilled_mut() };
+                let n = std::task::ready!(self.s.poll_io(super::Dir::Read, cx, |io| {
+                    let fd = std::os::fd::AsRawFd::as_raw_fd(io);
+                    // SAFETY: the pointer and length describe `unfilled`,
+                    // writable memory we borrow mutably; the fd is open.
+                    let r = unsafe { libc::read(fd, unfilled.as_mut_ptr().cast(), unfilled.len()) };
+                    if r < 0 {
+                        Err(std::io::Error::last_os_error())
+                    } else {
+                        Ok(r as usize)
+                    }
                 }))?;
+                // SAFETY: read(2) initialised the first `n` bytes of the
+                // unfilled part.
+                unsafe { buf.assume_init(n) };
                 buf.advance(n);
                 std::task::Poll::Ready(Ok(()))
             }
@@ -273,7 +288,8 @@ use stream_io;
 macro_rules! std_interop {
     ($($t:ident: $mio:ty => $std:ty),* $(,)?) => {$(
         impl $t {
-            /// Adopt a std socket (made non-blocking here) in the current
+            /// Adopt a std socket (made non-blocking here — the socket's
+            /// flag, so every fd of it, `dup`s included) in the current
             /// runtime.
             ///
             /// # Errors
@@ -286,18 +302,18 @@ macro_rules! std_interop {
                 })
             }
 
-            /// The std socket, blocking again (unregistered from the
-            /// netpoller; waiters on this one are woken with an error).
+            /// The std socket, unregistered from the netpoller. It stays
+            /// non-blocking (as tokio's `into_std`): `O_NONBLOCK` belongs to
+            /// the socket, which `try_clone` handles share, and making it
+            /// blocking would block those handles' Ms in the kernel. Call
+            /// `set_nonblocking(false)` if no clone is left.
             ///
             /// # Errors
-            /// If the fd cannot be duplicated (`EMFILE`) — `self` is then
-            /// dropped and closed — or made blocking.
+            /// Never today (the signature leaves room for platforms that
+            /// must re-create the socket).
             pub fn into_std(self) -> std::io::Result<$std> {
-                let fd = super::dup(&self.s.io)?;
-                drop(self);
-                let s = <$std>::from(fd);
-                s.set_nonblocking(false)?;
-                Ok(s)
+                let fd: std::os::fd::OwnedFd = self.s.into_io().into();
+                Ok(<$std>::from(fd))
             }
 
             /// A second handle on the same socket (`dup`), in the same
@@ -353,7 +369,7 @@ fn raise_backlog(listener: &impl std::os::fd::AsRawFd) {
             .ok()
             .and_then(|s| s.trim().parse::<i32>().ok())
             .unwrap_or(libc::SOMAXCONN)
-            .clamp(1, 65535)
+            .max(1)
     });
     // SAFETY: `listen` on an fd we borrow; it touches no memory of ours.
     // Failure leaves the queue as it was (128), so it is ignored.
@@ -362,8 +378,9 @@ fn raise_backlog(listener: &impl std::os::fd::AsRawFd) {
 
 /// Resolve `addr` as a blocking call (`syscall_local`): a slow resolver
 /// (`getaddrinfo` for a host name) holds this thread, and sysmon hands the P
-/// to another M meanwhile — it costs a thread, not a P. A numeric address
-/// is parsed without a system call.
+/// to another M meanwhile — it costs a thread, not a P (the other
+/// goroutines homed on this M wait for it, as for any `syscall_local`). A
+/// numeric address is parsed without a system call.
 fn resolve(addr: impl std::net::ToSocketAddrs) -> io::Result<Vec<std::net::SocketAddr>> {
     crate::syscall_local(|| addr.to_socket_addrs().map(Iterator::collect))
 }
@@ -625,13 +642,39 @@ impl<S: mio::event::Source> Socket<S> {
     }
 }
 
-impl<S: mio::event::Source> Drop for Socket<S> {
-    fn drop(&mut self) {
+impl<S: mio::event::Source> Socket<S> {
+    /// Stop the deadline timers and unregister (waking whoever waits: they
+    /// see the socket closed).
+    fn release(&mut self) {
         for l in &self.limits {
             if let Some(t) = l.timer.lock().unwrap_or_else(|e| e.into_inner()).take() {
                 t.stop();
             }
         }
         self.rt.netpoll.deregister(&mut self.io, &self.reg);
+    }
+
+    /// Unregister and give back the socket itself (for `into_std`: no `dup`,
+    /// so no `EMFILE` to lose it to).
+    fn into_io(self) -> S {
+        let mut me = std::mem::ManuallyDrop::new(self);
+        me.release();
+        // SAFETY: `me` is never used or dropped again after this block
+        // (`ManuallyDrop`), and each field is moved out (`io`) or dropped in
+        // place (the rest) exactly once, so nothing is dropped twice or
+        // leaked; `release` already did what `Drop` would have.
+        unsafe {
+            let io = std::ptr::read(&me.io);
+            std::ptr::drop_in_place(&mut me.reg);
+            std::ptr::drop_in_place(&mut me.rt);
+            std::ptr::drop_in_place(&mut me.limits);
+            io
+        }
+    }
+}
+
+impl<S: mio::event::Source> Drop for Socket<S> {
+    fn drop(&mut self) {
+        self.release();
     }
 }

@@ -253,27 +253,29 @@ impl TcpStream {
 
     /// TCP keep-alive probes (Go's `SetKeepAlive` + `SetKeepAlivePeriod`):
     /// `Some(period)` turns them on, probing after `period` idle and every
-    /// `period` after that (whole seconds, at least one; on Linux — elsewhere
-    /// the OS's defaults); `None` turns them off.
+    /// `period` after that (whole seconds rounded up, 1 to 32,767; on Linux —
+    /// elsewhere the OS's defaults); `None` turns them off.
     ///
     /// # Errors
     /// The OS's.
     pub fn set_keepalive(&self, period: Option<Duration>) -> io::Result<()> {
-        use std::os::fd::AsRawFd;
-        let fd = self.s.io.as_raw_fd();
+        use std::os::fd::AsFd;
+        let fd = self.s.io.as_fd();
+        // The period first, so a bad one leaves the probes as they were.
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        if let Some(p) = period {
+            // Whole seconds, rounded up (as Go), within the kernel's range.
+            let secs = p.as_secs() + u64::from(p.subsec_nanos() > 0);
+            let secs = i32::try_from(secs.clamp(1, 32_767)).unwrap_or(32_767);
+            setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, secs)?;
+            setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, secs)?;
+        }
         setsockopt(
             fd,
             libc::SOL_SOCKET,
             libc::SO_KEEPALIVE,
             i32::from(period.is_some()),
-        )?;
-        #[cfg(any(target_os = "linux", target_os = "android"))]
-        if let Some(p) = period {
-            let secs = i32::try_from(p.as_secs().max(1)).unwrap_or(i32::MAX);
-            setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, secs)?;
-            setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, secs)?;
-        }
-        Ok(())
+        )
     }
 
     /// Whether keep-alive probes are on.
@@ -322,12 +324,18 @@ fn tcp_connected(s: &mio::net::TcpStream) -> io::Result<bool> {
 }
 
 /// `setsockopt` of an `int` option.
-fn setsockopt(fd: std::os::fd::RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
+fn setsockopt(
+    fd: std::os::fd::BorrowedFd<'_>,
+    level: i32,
+    name: i32,
+    value: i32,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
     // SAFETY: `value` is a valid `c_int` for the length passed; the fd is
-    // open (borrowed from a live socket).
+    // open (borrowed).
     let r = unsafe {
         libc::setsockopt(
-            fd,
+            fd.as_raw_fd(),
             level,
             name,
             std::ptr::addr_of!(value).cast(),

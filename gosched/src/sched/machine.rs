@@ -1398,8 +1398,11 @@ impl MachineCtx {
             return false;
         }
         let mut s = lock(&shared.sched);
-        if Shared::want_p_len(&s) == 0 {
-            return false; // another M served it a moment ago
+        // Again under the lock, which `since` is written under: another M
+        // may have served that waiter a moment ago, and a new one queued.
+        let since = shared.want_p_since.load(Relaxed);
+        if since == 0 || now_ns().saturating_sub(since) < M_SLICE.as_nanos() as u64 {
+            return false;
         }
         self.stop_spinning();
         self.p.set(None);
@@ -1462,10 +1465,13 @@ impl MachineCtx {
     /// A netpoll batch (`Shared::inject`) goes to the local queue's tail, in
     /// order, instead.
     pub(super) fn ready_homed_here(&self, task: Task) {
-        if self
-            .p
-            .get()
-            .is_some_and(|pi| self.shared.procs[pi].injecting())
+        // (`inject` runs in scheduler code, never inside a poll, where our
+        // P may have been retaken.)
+        if !self.in_poll.get()
+            && self
+                .p
+                .get()
+                .is_some_and(|pi| self.shared.procs[pi].injecting())
         {
             self.localq.borrow_mut().push_back(task);
             return;

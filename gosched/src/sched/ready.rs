@@ -178,11 +178,20 @@ impl Shared {
     pub(crate) fn inject(&self, ready: Vec<std::task::Waker>, p: Option<&Processor>) {
         match p {
             Some(p) if !ready.is_empty() => {
+                /// Ends the batch even if a waker panics.
+                struct Batch<'a>(&'a Processor);
+                impl Drop for Batch<'_> {
+                    fn drop(&mut self) {
+                        self.0.inject.store(0, Relaxed);
+                    }
+                }
                 p.inject.store(1, Relaxed);
+                let batch = Batch(p);
                 for w in ready {
                     w.wake();
                 }
-                let put = p.inject.swap(0, Relaxed) - 1;
+                let put = p.inject.load(Relaxed) - 1;
+                drop(batch);
                 if put > 1 {
                     self.wakep_if_idle();
                 }

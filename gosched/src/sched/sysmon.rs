@@ -39,9 +39,10 @@
 //! merely passes through a `runnext` (the old watcher's rule) cost a busy
 //! 2-core box a context switch every 50 µs. When every P has been idle for
 //! `DEEP_SLEEP_AFTER` (50 ms) sysmon sleeps until `pidleget` takes one
-//! (`Sysmon::wake_if_asleep`): an idle runtime uses no CPU. (Sleeping at
-//! the first idle look woke sysmon at every burst of a server: 7,100 times
-//! a second.)
+//! (`Sysmon::wake_if_asleep`): an idle runtime uses no CPU. Until then it
+//! looks at least every 1 ms, so the bounds above hold for the burst that
+//! ends a quiet spell. (Sleeping at the first idle look woke sysmon at every
+//! burst of a server: 7,100 times a second.)
 //!
 //! # Who writes what
 //!
@@ -101,7 +102,8 @@ const DELAY_WATCH_US: u64 = 1_000;
 /// thousands of times a second; sleeping at once made each burst's first
 /// `pidleget` wake sysmon (a futex wake and a thread switch) and restart its
 /// cadence at 20 us: 7,100 sysmon wake-ups a second in the HTTP hello
-/// server on 2 cores. Until then it keeps its backed-off cadence.
+/// server on 2 cores. Until then it looks at least every 1 ms (nobody
+/// wakes it when a P is taken).
 const DEEP_SLEEP_AFTER: u64 = 50_000_000;
 
 /// What sysmon last saw of one P.
@@ -338,7 +340,13 @@ impl Shared {
                 }
             }
             let some_idle = self.idle_ps() != 0;
-            if some_idle && last_stuck != 0 && now - last_stuck < RUNNEXT_WATCH_SPELL {
+            if all_idle {
+                // Dozing (every P idle, not yet `DEEP_SLEEP_AFTER`): nobody
+                // wakes us when a P is taken, so look at least every 1 ms —
+                // the `runnext` watch's bound and a prompt first retake
+                // for the burst that ends the quiet spell.
+                delay = delay.min(DELAY_WATCH_US);
+            } else if some_idle && last_stuck != 0 && now - last_stuck < RUNNEXT_WATCH_SPELL {
                 delay = delay.min(DELAY_RUNNEXT_US);
             } else if some_idle && look.any_running {
                 delay = delay.min(DELAY_WATCH_US);
