@@ -1467,13 +1467,14 @@ impl MachineCtx {
     pub(super) fn ready_homed_here(&self, task: Task) {
         // (`inject` runs in scheduler code, never inside a poll, where our
         // P may have been retaken.)
-        if !self.in_poll.get()
-            && self
-                .p
-                .get()
-                .is_some_and(|pi| self.shared.procs[pi].injecting())
+        if let Some(p) = self
+            .p
+            .get()
+            .map(|pi| &self.shared.procs[pi])
+            .filter(|p| !self.in_poll.get() && p.injecting())
         {
             self.localq.borrow_mut().push_back(task);
+            p.inject.store(p.inject.load(Relaxed) + 1, Relaxed);
             return;
         }
         if let Some(old) = self.next.replace(Some(task)) {

@@ -42,7 +42,8 @@ pub(crate) struct Processor {
     pub(crate) syscalltick: AtomicU32,
     pub(crate) eager: AtomicU32,
     /// A netpoll batch is being made runnable on this P (`Shared::inject`):
-    /// 0 when not, else 1 + the tasks queued so far. Owner only (Relaxed).
+    /// 0 when not, else 1 + the tasks queued so far (on this P or, homed,
+    /// on its M's local queue). Owner only (Relaxed).
     pub(crate) inject: AtomicU32,
     /// The M that last ran a task on this P (written by that M; read by Ms
     /// placing new goroutines, `machine.rs` "The thread rule"). Points into

@@ -170,7 +170,8 @@ impl Shared {
     /// its run queue's tail in the order the events came (goroutines homed
     /// on this M to its local queue's tail), with no `runnext` displacement
     /// and no wake-up each; then, if more than the one this M runs next
-    /// landed there, one `wakep` — the spinning M steals half and, as it
+    /// landed here and the P's queue has some (homed ones only this M may
+    /// run), one `wakep` — the spinning M steals half and, as it
     /// finds work, wakes the next (`resetspinning`), so idle Ps fan out one
     /// M at a time as in Go. Without a P (the timer sleeper, sysmon) each
     /// goes to the global queue, or its home M, with Go's wake each (after
@@ -192,7 +193,8 @@ impl Shared {
                 }
                 let put = p.inject.load(Relaxed) - 1;
                 drop(batch);
-                if put > 1 {
+                // More than this M runs next, and some of it stealable.
+                if put > 1 && !p.runq.is_empty() {
                     self.wakep_if_idle();
                 }
             }
