@@ -322,7 +322,8 @@ macro_rules! std_interop {
             /// # Errors
             /// The OS's (`EMFILE`), or registering it fails.
             pub fn try_clone(&self) -> std::io::Result<$t> {
-                let s = <$std>::from(super::dup(&self.s.io)?);
+                let fd = std::os::fd::AsFd::as_fd(&self.s.io).try_clone_to_owned()?;
+                let s = <$std>::from(fd);
                 Ok($t {
                     s: super::Socket::new_in(<$mio>::from_std(s), self.s.rt.clone())?,
                 })
@@ -350,11 +351,6 @@ macro_rules! std_interop {
     )*};
 }
 use std_interop;
-
-/// A new fd for the socket `io` is (close-on-exec).
-fn dup(io: &impl std::os::fd::AsFd) -> io::Result<std::os::fd::OwnedFd> {
-    io.as_fd().try_clone_to_owned()
-}
 
 /// Raise a new listener's accept queue to the system's limit, as Go's
 /// `net.Listen` does (`/proc/sys/net/core/somaxconn`, 4096 on current

@@ -1393,15 +1393,17 @@ impl MachineCtx {
     /// caller's loop, P-less, does that: `wait_for_p`). True if given.
     fn yield_p_to_waiter(&self, pi: usize) -> bool {
         let shared = &*self.shared;
-        let since = shared.want_p_since.load(Relaxed);
-        if since == 0 || now_ns().saturating_sub(since) < M_SLICE.as_nanos() as u64 {
+        let overdue = || {
+            let since = shared.want_p_since.load(Relaxed);
+            since != 0 && now_ns().saturating_sub(since) >= M_SLICE.as_nanos() as u64
+        };
+        if !overdue() {
             return false;
         }
         let mut s = lock(&shared.sched);
         // Again under the lock, which `since` is written under: another M
         // may have served that waiter a moment ago, and a new one queued.
-        let since = shared.want_p_since.load(Relaxed);
-        if since == 0 || now_ns().saturating_sub(since) < M_SLICE.as_nanos() as u64 {
+        if !overdue() {
             return false;
         }
         self.stop_spinning();
@@ -1474,7 +1476,7 @@ impl MachineCtx {
             .filter(|p| !self.in_poll.get() && p.injecting())
         {
             self.localq.borrow_mut().push_back(task);
-            p.inject.store(p.inject.load(Relaxed) + 1, Relaxed);
+            p.count_injected();
             return;
         }
         if let Some(old) = self.next.replace(Some(task)) {

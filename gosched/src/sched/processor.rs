@@ -182,6 +182,12 @@ impl Processor {
         self.inject.load(Relaxed) != 0
     }
 
+    /// Owner, injecting: one more task of the batch was queued.
+    #[inline]
+    pub(crate) fn count_injected(&self) {
+        self.inject.store(self.inject.load(Relaxed) + 1, Relaxed);
+    }
+
     /// Owner, after a put into an empty `runnext`: may the wake-up be skipped
     /// (true), or has a thief lately found this P's `runnext` stuck behind a long
     /// poll, so that readied Gs should get an M at once for a while (false)?

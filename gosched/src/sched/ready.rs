@@ -146,7 +146,7 @@ impl Shared {
             Some(p) if p.injecting() => {
                 // SAFETY: owner of `p` (RUNNING).
                 unsafe { p.runqput_tail(task, |batch| self.global_push_batch(batch)) };
-                p.inject.store(p.inject.load(Relaxed) + 1, Relaxed);
+                p.count_injected();
                 Ok(None)
             }
             // SAFETY: owner of `p` (RUNNING).

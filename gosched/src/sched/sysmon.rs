@@ -264,13 +264,14 @@ impl Shared {
             if self.shutdown.load(Acquire) {
                 break;
             }
+            let now = now_ns();
             let all_idle = self.all_ps_idle();
             if !all_idle {
                 all_idle_since = 0;
             } else if all_idle_since == 0 {
-                all_idle_since = now_ns().max(1);
+                all_idle_since = now.max(1);
             }
-            if all_idle && now_ns().saturating_sub(all_idle_since) >= DEEP_SLEEP_AFTER {
+            if all_idle && now.saturating_sub(all_idle_since) >= DEEP_SLEEP_AFTER {
                 // Every P idle: sleep until `pidleget` takes a P. While a
                 // thread waits in `block_on`, look for a deadlock now and
                 // then (exits if there is one): the first look may come a
@@ -309,7 +310,6 @@ impl Shared {
                 all_idle_since = 0;
                 continue;
             }
-            let now = now_ns();
             super::wait::tick();
             if now.saturating_sub(quota_read) >= QUOTA_EVERY {
                 quota_read = now;
