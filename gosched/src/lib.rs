@@ -62,6 +62,8 @@ pub mod net;
 #[cfg(not(loom))]
 pub(crate) mod netpoll;
 #[cfg(not(loom))]
+pub mod pool;
+#[cfg(not(loom))]
 pub mod runtime;
 /// ... and the netpoller's readiness handshake.
 #[cfg(loom)]

@@ -110,6 +110,16 @@ pub(crate) fn in_goroutine() -> bool {
     unsafe { current().as_ref() }.is_some_and(|g| !g.unwinding.get())
 }
 
+/// True while the current goroutine's stack is being force-unwound (it was
+/// cancelled, or its runtime shut down). Code that catches panics on a
+/// goroutine (`pool`'s workers) must re-raise what it caught then: the unwind
+/// has to reach the coroutine's root.
+#[inline(never)]
+pub(crate) fn force_unwinding() -> bool {
+    // SAFETY: non-null pointers in CURRENT are live goroutine contexts.
+    unsafe { current().as_ref() }.is_some_and(|g| g.unwinding.get())
+}
+
 /// True on a goroutine's stack, parking or not (cancellation unwinding included).
 #[inline(never)]
 pub(crate) fn on_goroutine_stack() -> bool {

@@ -64,6 +64,8 @@ pub(crate) enum WaitReason {
     Syscall,
     /// A socket read, write, accept or connect (`net`).
     IoWait,
+    /// Waiting for a worker of a full `pool`.
+    PoolSubmit,
 }
 
 impl WaitReason {
@@ -84,6 +86,7 @@ impl WaitReason {
             Join,
             Syscall,
             IoWait,
+            PoolSubmit,
         ]
         .get(v as usize)
         .copied()
@@ -108,6 +111,7 @@ impl WaitReason {
             WaitReason::Join => "join",
             WaitReason::Syscall => "syscall",
             WaitReason::IoWait => "IO wait",
+            WaitReason::PoolSubmit => "pool submit",
         }
     }
 }

@@ -29,7 +29,7 @@ mod raw_mutex;
 mod rwlock;
 mod semaphore;
 mod waitgroup;
-mod waitlist;
+pub(crate) mod waitlist;
 
 pub use cond::{Cond, CondWaitFuture};
 pub use mutex::{Mutex, MutexGuard, MutexLockFuture};

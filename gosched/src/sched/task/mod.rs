@@ -727,6 +727,27 @@ pub(crate) fn header_of(waker: &Waker) -> Option<&Header> {
     }
 }
 
+/// Cancel, from inside its own poll, the task that `cx` belongs to: once the
+/// poll returns `Pending` the future is dropped and the task's `JoinHandle`
+/// yields a cancellation (as if `abort` had been called). False if `cx` is not
+/// one of our tasks' (then nothing happens).
+#[cfg(not(loom))]
+pub(crate) fn cancel_current(cx: &Context<'_>) -> bool {
+    match header_of(cx.waker()) {
+        Some(h) => {
+            // RUNNING: the transition only marks it; `transition_to_idle` after
+            // this poll sees CANCELLED and cancels it.
+            let n = h.state.transition_to_notified_and_cancel();
+            debug_assert!(
+                n == Notify::DoNothing,
+                "cancel_current outside the task's poll"
+            );
+            true
+        }
+        None => false,
+    }
+}
+
 fn raw_waker(ptr: NonNull<Header>) -> RawWaker {
     RawWaker::new(ptr.as_ptr() as *const (), &WAKER_VTABLE)
 }

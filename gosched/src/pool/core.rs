@@ -1,0 +1,858 @@
+//! The engine under every pool type: workers (reused goroutines), the idle
+//! queue, blocked submitters, the purge, release and reboot.
+//!
+//! # State and who writes it
+//!
+//! One lock (`Core::state`) guards the idle queue, the queue of blocked
+//! submitters and the purge goroutine's stop channel. The counters a caller may
+//! read without the lock (`running`, `waiting`) are atomics, **written only
+//! under the lock**, so every decision that depends on them is made under it.
+//! `closed` and `cap` are written outside it (release, tune) and re-read under
+//! it where a decision depends on them.
+//!
+//! `running` is ants' `Running`: live worker goroutines, idle or busy. A slot in
+//! it is **reserved under the lock before the goroutine is spawned** (a
+//! `Grant::Spawn`), so no interleaving of submits, tunes and exits can take
+//! `running` past `cap` (ants #374: running > cap when two submitters both saw
+//! a free slot).
+//!
+//! # A worker's life
+//!
+//! Spawned with its first task, a worker runs it, then *reverts* under the
+//! lock: if the pool closed, or shrank below `running` (a `tune` down; ants'
+//! lazy shrink), it retires on the spot (its `running` slot is freed in the same
+//! critical section, so a shrink never retires more workers than it must);
+//! else, if a submitter is blocked, the worker is **handed to the oldest one**
+//! (no thundering herd, FIFO among submitters); else it goes on the idle queue,
+//! stamped with the time. Only then does the task count as finished (`wait`
+//! returns to a pool at rest). Then it waits on its mailbox, a channel of
+//! capacity one (zero on one proc, fasthttp's `workerChanCap`), for the next
+//! task or its close, which means "exit".
+//!
+//! A panic in a task is the task's: the worker catches it, reports it (panic
+//! handler or logger) and goes on. One exception: a worker whose runtime shuts
+//! down is force-unwound at its blocking call, and that unwind is re-raised,
+//! not reported. Guards settle the accounts however a worker ends — a
+//! goroutine dropped before its first run (`Start`), unwound while idle or in
+//! a task (`Retire`) — so `running`, `wait` and `release_timeout` stay true
+//! after a runtime shutdown too.
+//!
+//! # Blocked submitters
+//!
+//! A submit that finds no idle worker and no free slot queues in a
+//! [`WaitList`], unless the pool is non-blocking or `max_blocking` submitters
+//! already wait (`Overload`). Whoever frees a worker or a slot grants it to the
+//! head under the lock: a reverting worker (`Grant::Worker`), a retiring one or
+//! a `tune` up (`Grant::Spawn`, the slot already counted), `release`
+//! (`Grant::Closed`). A submitter that gives up after it was granted something
+//! (its timeout, its cancel token, an async submit dropped) passes the grant on,
+//! so nothing granted is lost. Because a retiring worker passes its slot to the
+//! head waiter, submitters cannot stay stuck after every worker died (ants #146).
+//!
+//! # Purge, release, reboot
+//!
+//! The purge goroutine wakes every `expiry`, takes the prefix of the idle queue
+//! that has been idle longer (one binary search), and closes those workers'
+//! mailboxes **outside the lock**. `release` marks the pool closed, takes every
+//! idle worker, grants `Closed` to every waiter and stops the purge; busy
+//! workers retire when they revert. `release_timeout` then waits until every
+//! worker and the purge goroutine have exited. `reboot` reopens a closed pool.
+//! A worker that reverts into a closed pool retires instead of going back to
+//! the idle queue (ants #113).
+
+use std::any::Any;
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use super::queue::WorkerQueue;
+use super::stats::Counters;
+use super::{Logger, PanicHandler, PoolError};
+use crate::chan::{chan, Chan};
+use crate::sched::wait::{pending, WaitReason};
+use crate::sync::waitlist::{Cancelled, Key, WaitList};
+
+/// How one task ended, as the pool counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ran {
+    Completed,
+    /// Panicked, and the payload was already delivered (to a join handle).
+    Panicked,
+    /// Not run: its cancel token fired before a worker started it.
+    Cancelled,
+}
+
+/// Settings fixed when the pool is built.
+pub(crate) struct Options {
+    pub(crate) expiry: Duration,
+    pub(crate) prealloc: bool,
+    pub(crate) nonblocking: bool,
+    pub(crate) max_blocking: usize,
+    pub(crate) panic_handler: Option<PanicHandler>,
+    pub(crate) logger: Arc<dyn Logger>,
+    pub(crate) disable_purge: bool,
+    pub(crate) stack_size: Option<usize>,
+    /// Capacity of each worker's mailbox: 0 on one proc, else 1.
+    pub(crate) mailbox_cap: usize,
+}
+
+/// A worker as the pool holds it while it is idle.
+pub(crate) struct Worker<J> {
+    mailbox: Chan<J>,
+}
+
+/// What a blocked submitter is handed.
+enum Grant<J> {
+    Pending,
+    /// An idle worker, waiting on its mailbox.
+    Worker(Arc<Worker<J>>),
+    /// A `running` slot, counted already: spawn a worker.
+    Spawn,
+    Closed,
+}
+
+/// What a successful acquire holds until the task is dispatched.
+pub(crate) enum Slot<J> {
+    Worker(Arc<Worker<J>>),
+    Spawn,
+}
+
+struct State<J> {
+    idle: WorkerQueue<Arc<Worker<J>>>,
+    waiters: WaitList<Grant<J>>,
+    /// The purge goroutine's stop channel (closing it stops it); `None` when
+    /// none runs (closed pool, or purge disabled).
+    purge_stop: Option<Chan<()>>,
+    /// Purge goroutines that have not exited yet (a reboot may start a new
+    /// one while the old one is still on its way out).
+    purgers: usize,
+    /// `release_timeout` callers waiting for the last worker to exit.
+    exit_waiters: WaitList<()>,
+}
+
+pub(crate) struct Core<J: Send + 'static> {
+    state: Mutex<State<J>>,
+    run: Box<dyn Fn(J) -> Ran + Send + Sync>,
+    pub(crate) opts: Options,
+    /// Capacity; -1 = unlimited.
+    cap: AtomicIsize,
+    running: AtomicUsize,
+    waiting: AtomicUsize,
+    closed: AtomicBool,
+    /// Tasks dispatched and not finished yet (`wait`).
+    in_flight: AtomicUsize,
+    idle_waiters: Mutex<WaitList<()>>,
+    pub(crate) stats: Counters,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic never happens under these locks (no user code runs there), so a
+    // poisoned lock still guards consistent data.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl<J: Send + 'static> Core<J> {
+    /// A new pool, open (and its purge goroutine started, unless purging is
+    /// off) or closed until `reboot` (fasthttp's `WorkerPool` before `Start`).
+    pub(crate) fn new(
+        cap: isize,
+        opts: Options,
+        run: Box<dyn Fn(J) -> Ran + Send + Sync>,
+        open: bool,
+    ) -> Result<Arc<Self>, PoolError> {
+        let cap = if cap <= 0 { -1 } else { cap };
+        let idle = if opts.prealloc {
+            WorkerQueue::ring(cap as usize)
+        } else {
+            WorkerQueue::stack()
+        };
+        let core = Arc::new(Core {
+            state: Mutex::new(State {
+                idle,
+                waiters: WaitList::new(),
+                purge_stop: None,
+                purgers: 0,
+                exit_waiters: WaitList::new(),
+            }),
+            run,
+            opts,
+            cap: AtomicIsize::new(cap),
+            running: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            closed: AtomicBool::new(!open),
+            in_flight: AtomicUsize::new(0),
+            idle_waiters: Mutex::new(WaitList::new()),
+            stats: Counters::default(),
+        });
+        if open {
+            core.start_purge()?;
+        }
+        Ok(core)
+    }
+
+    // ---- Reading ----------------------------------------------------------
+
+    pub(crate) fn cap(&self) -> isize {
+        self.cap.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn running(&self) -> usize {
+        self.running.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn free(&self) -> isize {
+        let cap = self.cap();
+        if cap < 0 {
+            -1
+        } else {
+            (cap - self.running() as isize).max(0)
+        }
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn idle_workers(&self) -> usize {
+        lock(&self.state).idle.len()
+    }
+
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
+    // ---- Submitting -------------------------------------------------------
+
+    /// Wait for a worker or a slot (ants' `retrieveWorker`).
+    pub(crate) fn acquire(self: &Arc<Self>) -> Acquire<'_, J> {
+        Acquire {
+            core: self,
+            key: None,
+            since: None,
+        }
+    }
+
+    /// Try once, without waiting (whatever the pool's `nonblocking` says).
+    pub(crate) fn try_acquire(&self) -> Result<Slot<J>, PoolError> {
+        let mut st = lock(&self.state);
+        match self.acquire_locked(&mut st) {
+            Some(r) => r,
+            None => Err(PoolError::Overload),
+        }
+    }
+
+    /// `None`: the caller must wait (or give up).
+    fn acquire_locked(&self, st: &mut State<J>) -> Option<Result<Slot<J>, PoolError>> {
+        if self.is_closed() {
+            self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            return Some(Err(PoolError::Closed));
+        }
+        if let Some(w) = st.idle.detach() {
+            return Some(Ok(Slot::Worker(w)));
+        }
+        let cap = self.cap();
+        let running = self.running();
+        if cap < 0 || (running as isize) < cap {
+            self.running.store(running + 1, Ordering::Relaxed);
+            return Some(Ok(Slot::Spawn));
+        }
+        None
+    }
+
+    /// Hand `job` to the slot: send it to the idle worker, or spawn a worker
+    /// with it. Counts the task in flight first (so `wait` sees it). If no
+    /// worker can be started, the job comes back with the error.
+    pub(crate) fn dispatch(self: &Arc<Self>, slot: Slot<J>, job: J) -> Result<(), (PoolError, J)> {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.stats.submitted.fetch_add(1, Ordering::Relaxed);
+        match slot {
+            Slot::Worker(w) => {
+                if w.mailbox.send(job).is_err() {
+                    unreachable!("gosched::pool: an idle worker's mailbox was closed while it was handed out");
+                }
+                Ok(())
+            }
+            Slot::Spawn => self.spawn_worker(job),
+        }
+    }
+
+    /// `dispatch` for async callers: a rendezvous mailbox (one proc) is sent
+    /// to without blocking the thread.
+    pub(crate) async fn dispatch_async(
+        self: &Arc<Self>,
+        slot: Slot<J>,
+        job: J,
+    ) -> Result<(), (PoolError, J)> {
+        match slot {
+            Slot::Worker(w) if w.mailbox.cap() == 0 => {
+                self.in_flight.fetch_add(1, Ordering::AcqRel);
+                self.stats.submitted.fetch_add(1, Ordering::Relaxed);
+                if w.mailbox.send_async(job).await.is_err() {
+                    unreachable!("gosched::pool: an idle worker's mailbox was closed while it was handed out");
+                }
+                Ok(())
+            }
+            slot => self.dispatch(slot, job),
+        }
+    }
+
+    fn spawn_worker(self: &Arc<Self>, first: J) -> Result<(), (PoolError, J)> {
+        let mut go = crate::Go::new();
+        if let Some(size) = self.opts.stack_size {
+            go = go.stack_size(size);
+        }
+        // The first job travels in a cell the spawner keeps a hold on, so that
+        // a failed spawn (no stack) gives it back instead of dropping it.
+        let cell = Arc::new(Mutex::new(Some(first)));
+        let start = Start {
+            core: Some(Arc::clone(self)),
+            job: Arc::clone(&cell),
+        };
+        match go.try_spawn(move || worker_main(start)) {
+            Ok(handle) => {
+                drop(handle); // detached: the pool tracks its workers itself
+                Ok(())
+            }
+            Err(e) => {
+                // `Start` was dropped unrun: it settled the accounts.
+                self.stats.submitted.fetch_sub(1, Ordering::Relaxed);
+                let job = lock(&cell).take().expect("a failed spawn ran nothing");
+                Err((PoolError::Spawn(e), job))
+            }
+        }
+    }
+
+    /// Give back what an acquire was granted but will not use.
+    pub(crate) fn give_back(&self, slot: Slot<J>) {
+        let mut st = lock(&self.state);
+        let wakers = match slot {
+            Slot::Worker(w) => {
+                if self.is_closed() {
+                    drop(st);
+                    // It is waiting on its mailbox: closing it makes it exit.
+                    let _ = w.mailbox.close();
+                    return;
+                }
+                self.park_worker_locked(&mut st, w)
+            }
+            Slot::Spawn => self.retire_locked(&mut st),
+        };
+        drop(st);
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    // ---- Workers ----------------------------------------------------------
+
+    fn execute(&self, job: J) {
+        let ran = match catch_unwind(AssertUnwindSafe(|| (self.run)(job))) {
+            Ok(ran) => ran,
+            Err(payload) => {
+                if crate::coro::force_unwinding() {
+                    // Not the task's panic: the worker is being cancelled (its
+                    // runtime shuts down). The unwind must go on to the
+                    // coroutine's root; `Retire` settles the accounts.
+                    std::panic::resume_unwind(payload);
+                }
+                self.report_panic(payload);
+                Ran::Panicked
+            }
+        };
+        let counter = match ran {
+            Ran::Completed => &self.stats.completed,
+            Ran::Panicked => {
+                self.stats.panicked.fetch_add(1, Ordering::Relaxed);
+                &self.stats.completed
+            }
+            Ran::Cancelled => &self.stats.cancelled,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn report_panic(&self, payload: Box<dyn Any + Send>) {
+        match &self.opts.panic_handler {
+            Some(handler) => {
+                if catch_unwind(AssertUnwindSafe(|| handler(payload))).is_err() {
+                    self.opts.logger.log(format_args!(
+                        "the panic handler panicked; the worker goes on"
+                    ));
+                }
+            }
+            None => {
+                let msg = payload
+                    .downcast_ref::<&'static str>()
+                    .copied()
+                    .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("(a non-string payload)");
+                self.opts.logger.log(format_args!(
+                    "a task panicked: {msg}; the worker goes on (set a panic_handler to handle it)"
+                ));
+            }
+        }
+    }
+
+    /// After a task: go idle (or to a waiting submitter), or retire.
+    /// False: retired (the caller must exit without retiring again).
+    fn revert(&self, me: &Arc<Worker<J>>) -> bool {
+        let mut st = lock(&self.state);
+        let cap = self.cap();
+        if self.is_closed() || (cap > 0 && self.running() as isize > cap) {
+            let wakers = self.retire_locked(&mut st);
+            drop(st);
+            wakers.into_iter().for_each(Waker::wake);
+            return false;
+        }
+        let wakers = self.park_worker_locked(&mut st, Arc::clone(me));
+        drop(st);
+        wakers.into_iter().for_each(Waker::wake);
+        true
+    }
+
+    /// An idle worker: to the oldest blocked submitter, else onto the idle queue.
+    fn park_worker_locked(&self, st: &mut State<J>, w: Arc<Worker<J>>) -> Vec<Waker> {
+        if !st.waiters.is_empty() {
+            let mut slot = Some(w);
+            let waker = st.waiters.notify_front_with(|g| {
+                *g = Grant::Worker(slot.take().expect("one grant per worker"))
+            });
+            self.waiting.store(st.waiters.len(), Ordering::Relaxed);
+            return waker.into_iter().collect();
+        }
+        if st.idle.insert(Arc::clone(&w), Instant::now()).is_err() {
+            // A preallocated ring holds `cap` workers and `running <= cap`, so
+            // this is unreachable; should it happen, the worker exits rather
+            // than being lost.
+            let _ = w.mailbox.close();
+        }
+        Vec::new()
+    }
+
+    /// Free one `running` slot (a worker exits, or a reservation is dropped)
+    /// and pass it to the oldest blocked submitter if the pool may use it.
+    fn retire_locked(&self, st: &mut State<J>) -> Vec<Waker> {
+        let mut running = self.running() - 1;
+        let mut wakers = Vec::new();
+        let cap = self.cap();
+        if !self.is_closed() && !st.waiters.is_empty() && (cap < 0 || (running as isize) < cap) {
+            running += 1;
+            wakers.extend(st.waiters.notify_front_with(|g| *g = Grant::Spawn));
+            self.waiting.store(st.waiters.len(), Ordering::Relaxed);
+        }
+        self.running.store(running, Ordering::Relaxed);
+        if running == 0 && st.purgers == 0 {
+            while let Some(w) = st.exit_waiters.notify_front() {
+                wakers.push(w);
+            }
+        }
+        wakers
+    }
+
+    fn finish_one(&self) {
+        if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let mut list = lock(&self.idle_waiters);
+            let mut wakers = Vec::new();
+            while let Some(w) = list.notify_front() {
+                wakers.push(w);
+            }
+            drop(list);
+            wakers.into_iter().for_each(Waker::wake);
+        }
+    }
+
+    // ---- Purge, tune, release, reboot -------------------------------------
+
+    /// Start the purge goroutine (unless purging is off). Called without the
+    /// lock: a spawn that fails drops the goroutine's exit guard at once, and
+    /// that takes the lock.
+    fn start_purge(self: &Arc<Self>) -> Result<(), PoolError> {
+        if self.opts.disable_purge {
+            return Ok(());
+        }
+        /// Counts the purge goroutine out however it ends: returning, unwound
+        /// by a runtime shutdown, or dropped before it first ran.
+        struct Exit<J: Send + 'static>(Weak<Core<J>>);
+        impl<J: Send + 'static> Drop for Exit<J> {
+            fn drop(&mut self) {
+                if let Some(core) = self.0.upgrade() {
+                    core.purger_exited();
+                }
+            }
+        }
+        let stop = chan::<()>(0);
+        let rx = stop.clone();
+        {
+            let mut st = lock(&self.state);
+            st.purge_stop = Some(stop);
+            st.purgers += 1;
+        }
+        let exit = Exit(Arc::downgrade(self));
+        let expiry = self.opts.expiry;
+        crate::Go::new()
+            .try_spawn(move || {
+                let exit = exit;
+                // Stops when the channel is closed (release) or the pool is gone.
+                while let Err(crate::chan::RecvTimeoutError::Timeout) = rx.recv_timeout(expiry) {
+                    match exit.0.upgrade() {
+                        Some(core) => core.purge(),
+                        None => return,
+                    }
+                }
+            })
+            .map(drop)
+            .map_err(|e| {
+                lock(&self.state).purge_stop = None;
+                PoolError::Spawn(e)
+            })
+    }
+
+    fn purger_exited(&self) {
+        let mut st = lock(&self.state);
+        st.purgers -= 1;
+        let mut wakers = Vec::new();
+        if self.running() == 0 && st.purgers == 0 {
+            while let Some(w) = st.exit_waiters.notify_front() {
+                wakers.push(w);
+            }
+        }
+        drop(st);
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// Stop the workers idle for longer than `expiry` (ants' purge tick).
+    pub(crate) fn purge(&self) {
+        let Some(cut) = Instant::now().checked_sub(self.opts.expiry) else {
+            return;
+        };
+        let stale = lock(&self.state).idle.take_expired(cut);
+        self.stats
+            .purged
+            .fetch_add(stale.len() as u64, Ordering::Relaxed);
+        // Outside the lock: each close readies a parked goroutine.
+        for w in stale {
+            let _ = w.mailbox.close();
+        }
+    }
+
+    /// Change the capacity (ants' `Tune`): ignored for unlimited and
+    /// preallocated pools and for `n <= 0`. Growing grants the new slots to
+    /// blocked submitters at once; shrinking is lazy (busy workers retire as
+    /// they finish).
+    pub(crate) fn tune(&self, n: isize) {
+        let cap = self.cap();
+        if cap < 0 || n <= 0 || n == cap || self.opts.prealloc {
+            return;
+        }
+        let mut st = lock(&self.state);
+        self.cap.store(n, Ordering::Relaxed);
+        let mut wakers = Vec::new();
+        if n > cap && !self.is_closed() {
+            let mut running = self.running();
+            while (running as isize) < n && !st.waiters.is_empty() {
+                running += 1;
+                wakers.extend(st.waiters.notify_front_with(|g| *g = Grant::Spawn));
+            }
+            self.running.store(running, Ordering::Relaxed);
+            self.waiting.store(st.waiters.len(), Ordering::Relaxed);
+        }
+        drop(st);
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// Close the pool (ants' `Release`). False if it was closed already.
+    pub(crate) fn release(&self) -> bool {
+        if self
+            .closed
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return false;
+        }
+        let mut st = lock(&self.state);
+        let idle = st.idle.take_all();
+        let mut wakers = Vec::new();
+        while let Some(w) = st.waiters.notify_front_with(|g| *g = Grant::Closed) {
+            wakers.push(w);
+        }
+        self.waiting.store(0, Ordering::Relaxed);
+        let stop = st.purge_stop.take();
+        drop(st);
+        for w in idle {
+            let _ = w.mailbox.close();
+        }
+        if let Some(stop) = stop {
+            let _ = stop.close();
+        }
+        wakers.into_iter().for_each(Waker::wake);
+        true
+    }
+
+    /// Wait until every worker and the purge goroutine have exited.
+    pub(crate) fn exited(&self) -> Exited<'_, J> {
+        Exited {
+            core: self,
+            key: None,
+        }
+    }
+
+    /// Reopen a closed pool (ants' `Reboot`); nothing on an open one.
+    pub(crate) fn reboot(self: &Arc<Self>) -> Result<(), PoolError> {
+        {
+            // Under the lock, so that of two racing reboots one reopens.
+            let _st = lock(&self.state);
+            if !self.is_closed() {
+                return Ok(());
+            }
+            self.closed.store(false, Ordering::Release);
+        }
+        self.start_purge().inspect_err(|_| {
+            // No purge goroutine: stay closed rather than leak idle workers.
+            self.closed.store(true, Ordering::Release);
+        })
+    }
+
+    /// Until no task is in flight.
+    pub(crate) fn idle(&self) -> AllDone<'_, J> {
+        AllDone {
+            core: self,
+            key: None,
+        }
+    }
+}
+
+/// What a worker goroutine starts with. Dropped without being started (the
+/// spawn failed, or the runtime shut down before the goroutine first ran),
+/// it frees the `running` slot reserved for the worker and counts its first
+/// task as finished; the task itself stays in the cell (a failed spawn hands
+/// it back to the submitter) or is dropped with it.
+struct Start<J: Send + 'static> {
+    core: Option<Arc<Core<J>>>,
+    job: Arc<Mutex<Option<J>>>,
+}
+
+impl<J: Send + 'static> Drop for Start<J> {
+    fn drop(&mut self) {
+        if let Some(core) = self.core.take() {
+            core.finish_one();
+            let wakers = {
+                let mut st = lock(&core.state);
+                core.retire_locked(&mut st)
+            };
+            wakers.into_iter().for_each(Waker::wake);
+        }
+    }
+}
+
+/// A worker goroutine.
+fn worker_main<J: Send + 'static>(mut start: Start<J>) {
+    /// Frees the worker's slot however the goroutine ends (also when a
+    /// runtime shutdown unwinds it while it waits or runs a task).
+    struct Retire<'a, J: Send + 'static> {
+        core: &'a Core<J>,
+        armed: bool,
+        /// A task is running: unwound here, it still counts as finished.
+        in_task: bool,
+    }
+    impl<J: Send + 'static> Drop for Retire<'_, J> {
+        fn drop(&mut self) {
+            if self.in_task {
+                self.core.finish_one();
+            }
+            if self.armed {
+                let wakers = {
+                    let mut st = lock(&self.core.state);
+                    self.core.retire_locked(&mut st)
+                };
+                wakers.into_iter().for_each(Waker::wake);
+            }
+        }
+    }
+
+    let core = start.core.take().expect("a worker starts once");
+    let first = lock(&start.job)
+        .take()
+        .expect("the first job is taken once");
+    drop(start);
+    let me = Arc::new(Worker {
+        mailbox: chan(core.opts.mailbox_cap),
+    });
+    let mut guard = Retire {
+        core: &core,
+        armed: true,
+        in_task: true,
+    };
+    let mut job = first;
+    loop {
+        core.execute(job);
+        // The task counts as finished only once its worker is back (idle,
+        // handed on, or retired): after `wait`, the pool is at rest.
+        let stays = core.revert(&me);
+        guard.in_task = false;
+        core.finish_one();
+        if !stays {
+            guard.armed = false;
+            return;
+        }
+        match me.mailbox.recv() {
+            Some(next) => {
+                guard.in_task = true;
+                job = next;
+            }
+            // Closed: purged, or the pool was released.
+            None => return,
+        }
+    }
+}
+
+/// Future of [`Core::acquire`]: a worker or a slot, or why not. Cancel-safe:
+/// dropped after it was granted something, it gives it back.
+pub(crate) struct Acquire<'a, J: Send + 'static> {
+    core: &'a Arc<Core<J>>,
+    key: Option<Key>,
+    /// When it started waiting (for the wait-time statistics).
+    since: Option<Instant>,
+}
+
+impl<J: Send + 'static> Future for Acquire<'_, J> {
+    type Output = Result<Slot<J>, PoolError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let core = self.core;
+        let mut st = lock(&core.state);
+        if let Some(key) = self.key {
+            let Some(grant) = st.waiters.poll(key, cx.waker()) else {
+                return pending(WaitReason::PoolSubmit, cx);
+            };
+            drop(st);
+            self.key = None;
+            if let Some(since) = self.since.take() {
+                core.stats.record_wait(since.elapsed());
+            }
+            return Poll::Ready(match grant {
+                Grant::Worker(w) => Ok(Slot::Worker(w)),
+                Grant::Spawn => Ok(Slot::Spawn),
+                Grant::Closed => {
+                    core.stats.rejected.fetch_add(1, Ordering::Relaxed);
+                    Err(PoolError::Closed)
+                }
+                Grant::Pending => unreachable!("notified without a grant"),
+            });
+        }
+        if let Some(r) = core.acquire_locked(&mut st) {
+            return Poll::Ready(r);
+        }
+        let o = &core.opts;
+        if o.nonblocking || (o.max_blocking != 0 && st.waiters.len() >= o.max_blocking) {
+            drop(st);
+            core.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            return Poll::Ready(Err(PoolError::Overload));
+        }
+        self.key = Some(st.waiters.push_back(Grant::Pending, cx.waker()));
+        core.waiting.store(st.waiters.len(), Ordering::Relaxed);
+        drop(st);
+        self.since = Some(Instant::now());
+        pending(WaitReason::PoolSubmit, cx)
+    }
+}
+
+impl<J: Send + 'static> Drop for Acquire<'_, J> {
+    fn drop(&mut self) {
+        let Some(key) = self.key.take() else {
+            return;
+        };
+        let mut st = lock(&self.core.state);
+        match st.waiters.cancel(key) {
+            Cancelled::Queued(_) => {
+                self.core.waiting.store(st.waiters.len(), Ordering::Relaxed);
+            }
+            Cancelled::Notified(grant) => {
+                drop(st);
+                match grant {
+                    Grant::Worker(w) => self.core.give_back(Slot::Worker(w)),
+                    Grant::Spawn => self.core.give_back(Slot::Spawn),
+                    Grant::Closed | Grant::Pending => {}
+                }
+            }
+        }
+    }
+}
+
+/// Future of [`Core::exited`].
+pub(crate) struct Exited<'a, J: Send + 'static> {
+    core: &'a Core<J>,
+    key: Option<Key>,
+}
+
+impl<J: Send + 'static> Future for Exited<'_, J> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut st = lock(&self.core.state);
+        if let Some(key) = self.key {
+            return match st.exit_waiters.poll(key, cx.waker()) {
+                Some(()) => {
+                    self.key = None;
+                    Poll::Ready(())
+                }
+                None => pending(WaitReason::PoolSubmit, cx),
+            };
+        }
+        if self.core.running() == 0 && st.purgers == 0 {
+            return Poll::Ready(());
+        }
+        self.key = Some(st.exit_waiters.push_back((), cx.waker()));
+        pending(WaitReason::PoolSubmit, cx)
+    }
+}
+
+impl<J: Send + 'static> Drop for Exited<'_, J> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            let _ = lock(&self.core.state).exit_waiters.cancel(key);
+        }
+    }
+}
+
+/// Future of [`Core::idle`].
+pub(crate) struct AllDone<'a, J: Send + 'static> {
+    core: &'a Core<J>,
+    key: Option<Key>,
+}
+
+impl<J: Send + 'static> Future for AllDone<'_, J> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut list = lock(&self.core.idle_waiters);
+        if let Some(key) = self.key {
+            return match list.poll(key, cx.waker()) {
+                Some(()) => {
+                    self.key = None;
+                    Poll::Ready(())
+                }
+                None => pending(WaitReason::WaitGroup, cx),
+            };
+        }
+        // Checked under the list's lock: `finish_one` takes it after the
+        // count reaches zero, so either we see zero or it sees us queued.
+        if self.core.in_flight() == 0 {
+            return Poll::Ready(());
+        }
+        self.key = Some(list.push_back((), cx.waker()));
+        pending(WaitReason::WaitGroup, cx)
+    }
+}
+
+impl<J: Send + 'static> Drop for AllDone<'_, J> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            let _ = lock(&self.core.idle_waiters).cancel(key);
+        }
+    }
+}

@@ -1,0 +1,975 @@
+//! Goroutine pools: ants' `Pool`, `PoolWithFunc` and `MultiPool`, what ants'
+//! users asked for and never got, and fasthttp's [`WorkerPool`].
+//!
+//! A pool runs tasks on **reused goroutines** (workers), at most `cap` of them
+//! at once. A submit hands the task to an idle worker (the one that went idle
+//! last: its stack and caches are warm), or starts a new worker while fewer than
+//! `cap` live, or waits until a worker is free — or, for a non-blocking pool,
+//! fails at once with [`PoolError::Overload`]. Workers idle for longer than the
+//! expiry (1 s by default) are stopped by a purge goroutine.
+//!
+//! ```
+//! use gosched::pool::Pool;
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use std::sync::Arc;
+//!
+//! let pool = Pool::new(10).unwrap();
+//! let sum = Arc::new(AtomicUsize::new(0));
+//! for i in 0..1000 {
+//!     let sum = Arc::clone(&sum);
+//!     pool.submit(move || {
+//!         sum.fetch_add(i, Ordering::Relaxed);
+//!     })
+//!     .unwrap();
+//! }
+//! pool.wait(); // every submitted task has finished
+//! assert_eq!(sum.load(Ordering::Relaxed), 499_500);
+//! assert!(pool.running() <= 10);
+//! ```
+//!
+//! # What ants does and so does this
+//!
+//! Capacity (`cap <= 0`: unlimited, then [`free`](Pool::free) is -1), expiry,
+//! `prealloc` (the idle queue is a fixed ring), `nonblocking`, `max_blocking`
+//! (how many submitters may wait), a panic handler and a logger,
+//! `disable_purge`, [`tune`](Pool::tune), [`release`](Pool::release),
+//! [`release_timeout`](Pool::release_timeout), [`reboot`](Pool::reboot),
+//! [`PoolWithFunc`], [`MultiPool`] / [`MultiPoolWithFunc`] with round-robin and
+//! least-tasks balancing, and every ants error in [`PoolError`].
+//! [`running`](Pool::running) means what it means in ants: live workers, idle
+//! or busy.
+//!
+//! # Beyond ants
+//!
+//! - [`submit_with_result`](Pool::submit_with_result) returns a
+//!   [`JoinHandle`](crate::JoinHandle) (a panic in the task reaches the handle);
+//! - [`wait`](Pool::wait) until every submitted task has finished;
+//! - [`CancelToken`]: [`submit_with_cancel`](Pool::submit_with_cancel)'s task
+//!   resolves as cancelled if the token fires before a worker starts it, and a
+//!   submitter still waiting for a worker returns [`PoolError::Cancelled`];
+//! - [`submit_timeout`](Pool::submit_timeout): a blocked submitter gives up;
+//! - [`submit_async`](Pool::submit_async) back-pressures async code without
+//!   blocking its thread; [`submit_task`](Pool::submit_task) pools futures;
+//! - [`stats`](Pool::stats): submitted, completed, panicked, rejected,
+//!   cancelled, timed out, and how long submitters waited (p50/p99);
+//! - a dropped pool is released (no leaked goroutines); a panicking task does
+//!   not kill its worker (ants lets it die), and `running` never exceeds `cap`,
+//!   even while `tune` races with submits (ants #374);
+//! - blocked submitters are served in FIFO order, each woken only when a worker
+//!   or a slot is handed to it (ants broadcasts to all of them).
+//!
+//! # Where the goroutines run
+//!
+//! A worker is started with [`Go::try_spawn`](crate::Go::try_spawn) on the
+//! runtime current where the submit that needed it runs (as [`crate::go`]);
+//! the purge goroutine on the one current where the pool is built. Under the
+//! thread rule each worker then stays on the OS thread where it first ran.
+//!
+//! # Blocking and async code
+//!
+//! `submit`, `invoke`, `wait` and `release_timeout` park the goroutine (or the
+//! plain thread) that calls them. In an async task, use the `_async` forms:
+//! the blocking forms panic there if they would have to wait.
+
+mod core;
+mod multi;
+mod queue;
+mod result;
+mod stats;
+mod worker_pool;
+
+use std::any::Any;
+use std::fmt;
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+use self::core::{Core, Options, Ran, Slot};
+use crate::sync::waitlist::{Key, WaitList};
+use crate::{JoinHandle, SpawnError};
+
+pub use self::multi::{LoadBalancing, MultiPool, MultiPoolWithFunc};
+pub use self::stats::PoolStats;
+pub use self::worker_pool::{WorkerPool, WorkerPoolBuilder};
+
+/// ants' `DefaultCleanIntervalTime`: the default expiry of idle workers.
+pub const DEFAULT_EXPIRY: Duration = Duration::from_secs(1);
+
+/// Why a pool call failed. Every ants error, plus what the extras add.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum PoolError {
+    /// The pool has been released (ants' `ErrPoolClosed`).
+    Closed,
+    /// Every worker is busy and the pool is non-blocking, or `max_blocking`
+    /// submitters already wait (ants' `ErrPoolOverload`).
+    Overload,
+    /// `release_timeout` ran out before every worker exited, or a
+    /// `submit_timeout` found no worker in time (ants' `ErrTimeout`).
+    Timeout,
+    /// The submit's [`CancelToken`] fired while it waited for a worker.
+    Cancelled,
+    /// The expiry is negative (ants' `ErrInvalidPoolExpiry`).
+    InvalidExpiry,
+    /// A function pool was built without its function (ants' `ErrLackPoolFunc`).
+    LackPoolFunc,
+    /// `prealloc` was asked of an unlimited pool (ants' `ErrInvalidPreAllocSize`).
+    InvalidPreAllocSize,
+    /// A `…_by_index` call named no sub-pool (ants' `ErrInvalidPoolIndex`).
+    InvalidPoolIndex,
+    /// An unknown balancing strategy (ants' `ErrInvalidLoadBalancingStrategy`).
+    InvalidLoadBalancingStrategy,
+    /// A multi-pool of zero or fewer sub-pools (ants' `ErrInvalidMultiPoolSize`).
+    InvalidMultiPoolSize,
+    /// A worker goroutine could not be started (no stack could be reserved).
+    Spawn(SpawnError),
+    /// Several sub-pools of a multi-pool failed (`release_timeout`): each
+    /// sub-pool's index and error.
+    SubPools(Vec<(usize, PoolError)>),
+}
+
+impl fmt::Display for PoolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PoolError::Closed => write!(
+                f,
+                "this pool has been released; call reboot() to use it again"
+            ),
+            PoolError::Overload => write!(
+                f,
+                "too many submitters are blocked on this pool, or it is non-blocking \
+                 and every worker is busy; retry later, raise the capacity (tune) or \
+                 max_blocking, or use a blocking pool"
+            ),
+            PoolError::Timeout => write!(f, "timed out: the pool operation did not finish in time"),
+            PoolError::Cancelled => write!(f, "the submit was cancelled by its CancelToken"),
+            PoolError::InvalidExpiry => write!(
+                f,
+                "invalid expiry: it must not be negative (or disable the purge)"
+            ),
+            PoolError::LackPoolFunc => write!(f, "a function pool needs its function"),
+            PoolError::InvalidPreAllocSize => write!(
+                f,
+                "cannot preallocate an unlimited pool: give it a capacity > 0"
+            ),
+            PoolError::InvalidPoolIndex => write!(f, "no sub-pool has this index"),
+            PoolError::InvalidLoadBalancingStrategy => write!(
+                f,
+                "invalid load-balancing strategy: use RoundRobin or LeastTasks"
+            ),
+            PoolError::InvalidMultiPoolSize => {
+                write!(f, "a multi-pool needs at least one sub-pool")
+            }
+            PoolError::Spawn(e) => write!(f, "the pool could not start a worker: {e}"),
+            PoolError::SubPools(errs) => {
+                for (i, (idx, e)) in errs.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, " | ")?;
+                    }
+                    write!(f, "pool {idx}: {e}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for PoolError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PoolError::Spawn(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl PartialEq for PoolError {
+    /// Compares the kind (and the sub-pool errors); two `Spawn` errors are equal.
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (PoolError::SubPools(a), PoolError::SubPools(b)) => a == b,
+            _ => std::mem::discriminant(self) == std::mem::discriminant(other),
+        }
+    }
+}
+
+/// Where a pool writes what it must tell someone (ants' `Logger`): a panicking
+/// task when no panic handler is set, a panicking panic handler.
+pub trait Logger: Send + Sync + 'static {
+    /// One message, without a trailing newline.
+    fn log(&self, msg: fmt::Arguments<'_>);
+}
+
+/// The default [`Logger`]: standard error, prefixed `[gosched::pool]: `.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StderrLogger;
+
+impl Logger for StderrLogger {
+    fn log(&self, msg: fmt::Arguments<'_>) {
+        eprintln!("[gosched::pool]: {msg}");
+    }
+}
+
+pub(crate) type PanicHandler = Arc<dyn Fn(Box<dyn Any + Send>) + Send + Sync>;
+
+/// Pool settings (ants' options); [`Pool::builder`].
+#[derive(Clone)]
+pub struct Builder {
+    capacity: isize,
+    expiry: Option<Duration>,
+    expiry_invalid: bool,
+    prealloc: bool,
+    nonblocking: bool,
+    max_blocking: usize,
+    panic_handler: Option<PanicHandler>,
+    logger: Option<Arc<dyn Logger>>,
+    disable_purge: bool,
+    stack_size: Option<usize>,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("capacity", &self.capacity)
+            .field("expiry", &self.expiry)
+            .field("prealloc", &self.prealloc)
+            .field("nonblocking", &self.nonblocking)
+            .field("max_blocking", &self.max_blocking)
+            .field("panic_handler", &self.panic_handler.is_some())
+            .field("disable_purge", &self.disable_purge)
+            .field("stack_size", &self.stack_size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            capacity: -1,
+            expiry: None,
+            expiry_invalid: false,
+            prealloc: false,
+            nonblocking: false,
+            max_blocking: 0,
+            panic_handler: None,
+            logger: None,
+            disable_purge: false,
+            stack_size: None,
+        }
+    }
+}
+
+impl Builder {
+    /// Unlimited capacity and ants' defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// At most `n` workers; `n <= 0` means unlimited (the default).
+    pub fn capacity(mut self, n: isize) -> Self {
+        self.capacity = n;
+        self
+    }
+
+    /// Stop workers idle for longer than `d`; zero means the default, 1 s.
+    pub fn expiry(mut self, d: Duration) -> Self {
+        self.expiry = Some(d);
+        self.expiry_invalid = false;
+        self
+    }
+
+    /// The expiry in seconds, as read from a configuration: negative (or NaN)
+    /// makes `build` fail with [`PoolError::InvalidExpiry`] unless the purge is
+    /// disabled (ants' rule); zero means the default.
+    pub fn expiry_secs(mut self, secs: f64) -> Self {
+        match Duration::try_from_secs_f64(secs) {
+            Ok(d) => {
+                self.expiry = Some(d);
+                self.expiry_invalid = false;
+            }
+            Err(_) => self.expiry_invalid = true,
+        }
+        self
+    }
+
+    /// Allocate the idle queue for `capacity` workers up front, as a ring
+    /// (FIFO reuse). Needs a capacity > 0; a preallocated pool cannot be tuned.
+    pub fn prealloc(mut self, yes: bool) -> Self {
+        self.prealloc = yes;
+        self
+    }
+
+    /// Fail with [`PoolError::Overload`] instead of waiting when every worker
+    /// is busy (then `max_blocking` does not apply).
+    pub fn nonblocking(mut self, yes: bool) -> Self {
+        self.nonblocking = yes;
+        self
+    }
+
+    /// At most `n` submitters may wait at once; the next one gets
+    /// [`PoolError::Overload`]. Zero (the default) means no limit.
+    pub fn max_blocking(mut self, n: usize) -> Self {
+        self.max_blocking = n;
+        self
+    }
+
+    /// Called with the payload of every panicking task (on the worker,
+    /// which then goes on serving). Without one, the pool logs the panic.
+    pub fn panic_handler(
+        mut self,
+        f: impl Fn(Box<dyn Any + Send>) + Send + Sync + 'static,
+    ) -> Self {
+        self.panic_handler = Some(Arc::new(f));
+        self
+    }
+
+    /// Where the pool logs (default: [`StderrLogger`]).
+    pub fn logger(mut self, logger: impl Logger) -> Self {
+        self.logger = Some(Arc::new(logger));
+        self
+    }
+
+    /// Keep idle workers forever (no purge goroutine).
+    pub fn disable_purge(mut self, yes: bool) -> Self {
+        self.disable_purge = yes;
+        self
+    }
+
+    /// Stack size of the worker goroutines (default: the runtime's).
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    fn options(&self) -> Result<Options, PoolError> {
+        if self.expiry_invalid && !self.disable_purge {
+            return Err(PoolError::InvalidExpiry);
+        }
+        if self.prealloc && self.capacity <= 0 {
+            return Err(PoolError::InvalidPreAllocSize);
+        }
+        let expiry = match self.expiry {
+            Some(d) if !d.is_zero() => d,
+            _ => DEFAULT_EXPIRY,
+        };
+        Ok(Options {
+            expiry,
+            prealloc: self.prealloc,
+            nonblocking: self.nonblocking,
+            max_blocking: self.max_blocking,
+            panic_handler: self.panic_handler.clone(),
+            logger: self
+                .logger
+                .clone()
+                .unwrap_or_else(|| Arc::new(StderrLogger)),
+            disable_purge: self.disable_purge,
+            stack_size: self.stack_size,
+            mailbox_cap: mailbox_cap(),
+        })
+    }
+
+    /// Build a [`Pool`].
+    pub fn build(self) -> Result<Pool, PoolError> {
+        Ok(Pool {
+            inner: Arc::new(Owner { core: self.core()? }),
+        })
+    }
+
+    /// Build a [`PoolWithFunc`] that runs `f` on each invoked argument.
+    pub fn build_with_func<A, F>(self, f: F) -> Result<PoolWithFunc<A>, PoolError>
+    where
+        A: Send + 'static,
+        F: Fn(A) + Send + Sync + 'static,
+    {
+        self.build_with_optional_func(Some(f))
+    }
+
+    /// [`build_with_func`](Self::build_with_func) with the function
+    /// optional, as ants' constructor takes it: `None` fails with
+    /// [`PoolError::LackPoolFunc`].
+    pub fn build_with_optional_func<A, F>(self, f: Option<F>) -> Result<PoolWithFunc<A>, PoolError>
+    where
+        A: Send + 'static,
+        F: Fn(A) + Send + Sync + 'static,
+    {
+        let f = f.ok_or(PoolError::LackPoolFunc)?;
+        Ok(PoolWithFunc {
+            inner: Arc::new(Owner {
+                core: self.core_with_func(f)?,
+            }),
+        })
+    }
+
+    fn core(self) -> Result<Arc<Core<Job>>, PoolError> {
+        let opts = self.options()?;
+        Core::new(self.capacity, opts, Box::new(|job: Job| job()), true)
+    }
+
+    fn core_with_func<A, F>(self, f: F) -> Result<Arc<Core<A>>, PoolError>
+    where
+        A: Send + 'static,
+        F: Fn(A) + Send + Sync + 'static,
+    {
+        let opts = self.options()?;
+        let run = Box::new(move |a: A| {
+            f(a);
+            Ran::Completed
+        });
+        Core::new(self.capacity, opts, run, true)
+    }
+}
+
+/// fasthttp's `workerChanCap`: a rendezvous mailbox on one proc (the
+/// submitter switches to the worker at once), one slot otherwise (a busy
+/// submitter does not wait for the worker to reach its receive).
+fn mailbox_cap() -> usize {
+    if crate::runtime::procs() == 1 {
+        0
+    } else {
+        1
+    }
+}
+
+/// A task as [`Pool`] holds it.
+type Job = Box<dyn FnOnce() -> Ran + Send>;
+
+/// Owns a pool's engine for its handles: dropping the last handle releases it.
+struct Owner<J: Send + 'static> {
+    core: Arc<Core<J>>,
+}
+
+impl<J: Send + 'static> Drop for Owner<J> {
+    fn drop(&mut self) {
+        self.core.release();
+    }
+}
+
+// ---- Waiting for a worker ---------------------------------------------------
+
+/// How long a submit may wait, and what may stop it.
+#[derive(Clone, Copy, Default)]
+struct Limits<'a> {
+    deadline: Option<Instant>,
+    token: Option<&'a CancelToken>,
+}
+
+/// Wait for a worker or a slot, within `limits`. Cancel-safe.
+async fn acquire<J: Send + 'static>(
+    core: &Arc<Core<J>>,
+    limits: Limits<'_>,
+) -> Result<Slot<J>, PoolError> {
+    let mut acq = pin!(core.acquire());
+    let mut sleep = pin!(limits.deadline.map(crate::sched::timers::sleep_until));
+    let mut cancelled = pin!(limits.token.map(CancelToken::cancelled));
+    std::future::poll_fn(|cx| {
+        if limits.token.is_some_and(CancelToken::is_cancelled) {
+            core.stats.cancelled.fetch_add(1, Ordering::Relaxed);
+            return Poll::Ready(Err(PoolError::Cancelled));
+        }
+        if let Poll::Ready(r) = acq.as_mut().poll(cx) {
+            return Poll::Ready(r);
+        }
+        if let Some(s) = sleep.as_mut().as_pin_mut() {
+            if s.poll(cx).is_ready() {
+                core.stats.timed_out.fetch_add(1, Ordering::Relaxed);
+                return Poll::Ready(Err(PoolError::Timeout));
+            }
+        }
+        if let Some(c) = cancelled.as_mut().as_pin_mut() {
+            if c.poll(cx).is_ready() {
+                core.stats.cancelled.fetch_add(1, Ordering::Relaxed);
+                return Poll::Ready(Err(PoolError::Cancelled));
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// The blocking form: a worker at hand is taken without parking.
+fn acquire_blocking<J: Send + 'static>(
+    core: &Arc<Core<J>>,
+    limits: Limits<'_>,
+) -> Result<Slot<J>, PoolError> {
+    if limits.token.is_some_and(CancelToken::is_cancelled) {
+        core.stats.cancelled.fetch_add(1, Ordering::Relaxed);
+        return Err(PoolError::Cancelled);
+    }
+    match core.try_acquire() {
+        Err(PoolError::Overload) => crate::block_on(acquire(core, limits)),
+        r => r,
+    }
+}
+
+fn submit_blocking<J: Send + 'static>(
+    core: &Arc<Core<J>>,
+    job: J,
+    limits: Limits<'_>,
+) -> Result<(), PoolError> {
+    let slot = acquire_blocking(core, limits)?;
+    core.dispatch(slot, job).map_err(|(e, _)| e)
+}
+
+async fn submit_async_inner<J: Send + 'static>(
+    core: &Arc<Core<J>>,
+    job: J,
+    limits: Limits<'_>,
+) -> Result<(), PoolError> {
+    let slot = acquire(core, limits).await?;
+    core.dispatch_async(slot, job).await.map_err(|(e, _)| e)
+}
+
+// ---- Cancellation -------------------------------------------------------------
+
+/// Cancels pooled work that has not started (ants #237's context): a submit
+/// still waiting for a worker returns [`PoolError::Cancelled`], and a task
+/// handed to a worker but not yet started is skipped (its handle, if any,
+/// resolves as cancelled). Work already running is not interrupted: it can
+/// check [`is_cancelled`](Self::is_cancelled) itself. Clones share the token.
+#[derive(Clone, Default)]
+pub struct CancelToken {
+    inner: Arc<TokenInner>,
+}
+
+#[derive(Default)]
+struct TokenInner {
+    cancelled: AtomicBool,
+    waiters: Mutex<WaitList<()>>,
+}
+
+impl fmt::Debug for CancelToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CancelToken")
+            .field("cancelled", &self.is_cancelled())
+            .finish()
+    }
+}
+
+impl CancelToken {
+    /// A token that has not fired.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Fire the token (idempotent).
+    pub fn cancel(&self) {
+        if self.inner.cancelled.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let mut list = self.inner.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        let mut wakers = Vec::new();
+        while let Some(w) = list.notify_front() {
+            wakers.push(w);
+        }
+        drop(list);
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// Whether it has fired.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancelled.load(Ordering::Acquire)
+    }
+
+    /// Completes once the token fires.
+    pub fn cancelled(&self) -> impl Future<Output = ()> + Send + '_ {
+        struct Fired<'a> {
+            token: &'a CancelToken,
+            key: Option<Key>,
+        }
+        impl Future for Fired<'_> {
+            type Output = ();
+            fn poll(
+                mut self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+            ) -> Poll<()> {
+                let mut list = self
+                    .token
+                    .inner
+                    .waiters
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                if let Some(key) = self.key {
+                    return match list.poll(key, cx.waker()) {
+                        Some(()) => {
+                            self.key = None;
+                            Poll::Ready(())
+                        }
+                        None => Poll::Pending,
+                    };
+                }
+                // Checked under the lock that `cancel` takes after setting it.
+                if self.token.is_cancelled() {
+                    return Poll::Ready(());
+                }
+                self.key = Some(list.push_back((), cx.waker()));
+                Poll::Pending
+            }
+        }
+        impl Drop for Fired<'_> {
+            fn drop(&mut self) {
+                if let Some(key) = self.key.take() {
+                    let _ = self
+                        .token
+                        .inner
+                        .waiters
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .cancel(key);
+                }
+            }
+        }
+        Fired {
+            token: self,
+            key: None,
+        }
+    }
+}
+
+// ---- The pools ------------------------------------------------------------------
+
+/// What every pool type offers (ants' `poolCommon`).
+macro_rules! common_methods {
+    () => {
+        /// Live workers, idle or busy (ants' `Running`).
+        pub fn running(&self) -> usize {
+            self.inner.core.running()
+        }
+
+        /// `cap() - running()`, or -1 for an unlimited pool (ants' `Free`).
+        pub fn free(&self) -> isize {
+            self.inner.core.free()
+        }
+
+        /// The capacity, or -1 for an unlimited pool.
+        pub fn cap(&self) -> isize {
+            self.inner.core.cap()
+        }
+
+        /// Submitters blocked now (ants' `Waiting`).
+        pub fn waiting(&self) -> usize {
+            self.inner.core.waiting()
+        }
+
+        /// Whether the pool has been released.
+        pub fn is_closed(&self) -> bool {
+            self.inner.core.is_closed()
+        }
+
+        /// Change the capacity (ants' `Tune`). Ignored for unlimited and
+        /// preallocated pools and for `n <= 0`. Growing hands the new slots to
+        /// blocked submitters at once; shrinking is lazy: busy workers retire
+        /// as they finish, and `running()` never exceeds the larger of the old
+        /// and the new capacity.
+        pub fn tune(&self, n: isize) {
+            self.inner.core.tune(n)
+        }
+
+        /// Close the pool: idle workers exit, blocked submitters get
+        /// [`PoolError::Closed`], busy workers exit after their task, later
+        /// submits fail with `Closed`. Does not wait (see
+        /// [`release_timeout`](Self::release_timeout)).
+        pub fn release(&self) {
+            self.inner.core.release();
+        }
+
+        /// `release`, then wait up to `d` until every worker (and the purge
+        /// goroutine) has exited: [`PoolError::Timeout`] if they have not
+        /// ([`PoolError::Closed`] at once if the pool was already released).
+        /// Parks the calling goroutine or thread; do not call it from one of
+        /// the pool's own tasks (that worker cannot exit while it waits).
+        pub fn release_timeout(&self, d: Duration) -> Result<(), PoolError> {
+            if !self.inner.core.release() {
+                return Err(PoolError::Closed);
+            }
+            crate::block_on(crate::time::timeout(d, self.inner.core.exited()))
+                .map_err(|_| PoolError::Timeout)
+        }
+
+        /// Reopen a released pool (ants' `Reboot`); nothing on an open one.
+        /// Call [`release_timeout`](Self::release_timeout) first if the old
+        /// workers must be gone.
+        pub fn reboot(&self) -> Result<(), PoolError> {
+            self.inner.core.reboot()
+        }
+
+        /// Park until every task submitted so far has finished (a panicking
+        /// task counts once its panic handler has returned).
+        pub fn wait(&self) {
+            crate::block_on(self.inner.core.idle())
+        }
+
+        /// [`wait`](Self::wait) for async code.
+        pub fn wait_async(&self) -> impl Future<Output = ()> + Send + '_ {
+            self.inner.core.idle()
+        }
+
+        /// Counters and wait-time percentiles.
+        pub fn stats(&self) -> PoolStats {
+            let c = &self.inner.core;
+            c.stats.snapshot(c.running(), c.waiting(), c.idle_workers())
+        }
+    };
+}
+
+/// A pool of reused goroutines running closures (ants' `Pool`). Cheap to
+/// clone (clones are the same pool); dropping the last clone releases it.
+#[derive(Clone)]
+pub struct Pool {
+    inner: Arc<Owner<Job>>,
+}
+
+impl fmt::Debug for Pool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pool")
+            .field("cap", &self.cap())
+            .field("running", &self.running())
+            .field("waiting", &self.waiting())
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+impl Pool {
+    /// A pool of at most `cap` workers (`cap <= 0`: unlimited) with ants'
+    /// defaults.
+    pub fn new(cap: isize) -> Result<Pool, PoolError> {
+        Builder::new().capacity(cap).build()
+    }
+
+    /// Settings beyond the capacity.
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    /// Run `f` on a worker. Waits (parking the goroutine or thread) while the
+    /// pool is full, unless it is non-blocking ([`PoolError::Overload`]).
+    pub fn submit<F>(&self, f: F) -> Result<(), PoolError>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        submit_blocking(&self.inner.core, plain(f), Limits::default())
+    }
+
+    /// Run `f` only if a worker is free or can be started now; never waits.
+    pub fn try_submit<F>(&self, f: F) -> Result<(), PoolError>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let core = &self.inner.core;
+        let slot = core.try_acquire().inspect_err(|e| {
+            if *e == PoolError::Overload {
+                core.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            }
+        })?;
+        core.dispatch(slot, plain(f)).map_err(|(e, _)| e)
+    }
+
+    /// `submit`, waiting at most `d` for a worker ([`PoolError::Timeout`]).
+    pub fn submit_timeout<F>(&self, f: F, d: Duration) -> Result<(), PoolError>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let limits = Limits {
+            deadline: Some(Instant::now() + d),
+            token: None,
+        };
+        submit_blocking(&self.inner.core, plain(f), limits)
+    }
+
+    /// `submit`, cancellable by `token`: while waiting for a worker
+    /// ([`PoolError::Cancelled`]), and after, until a worker starts it (then
+    /// it is skipped and counted as cancelled).
+    pub fn submit_with_cancel<F>(&self, f: F, token: &CancelToken) -> Result<(), PoolError>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let t = token.clone();
+        let job: Job = Box::new(move || {
+            if t.is_cancelled() {
+                return Ran::Cancelled;
+            }
+            f();
+            Ran::Completed
+        });
+        let limits = Limits {
+            deadline: None,
+            token: Some(token),
+        };
+        submit_blocking(&self.inner.core, job, limits)
+    }
+
+    /// Run `f` on a worker and get its result through a
+    /// [`JoinHandle`](crate::JoinHandle): a panic in `f` reaches the handle
+    /// (`JoinError::is_panic`, counted in `stats().panicked`, not passed to
+    /// the panic handler).
+    pub fn submit_with_result<F, T>(&self, f: F) -> Result<JoinHandle<T>, PoolError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let (job, handle) = with_result(f, None);
+        submit_blocking(&self.inner.core, job, Limits::default())?;
+        Ok(handle)
+    }
+
+    /// [`submit_with_result`](Self::submit_with_result) with a
+    /// [`CancelToken`]: the handle resolves as cancelled
+    /// (`JoinError::is_cancelled`) if the token fires before a worker starts
+    /// the task.
+    pub fn submit_with_result_cancel<F, T>(
+        &self,
+        f: F,
+        token: &CancelToken,
+    ) -> Result<JoinHandle<T>, PoolError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let (job, handle) = with_result(f, Some(token.clone()));
+        let limits = Limits {
+            deadline: None,
+            token: Some(token),
+        };
+        submit_blocking(&self.inner.core, job, limits)?;
+        Ok(handle)
+    }
+
+    /// `submit` for async code: waits for a worker without blocking the
+    /// thread (back-pressure for producers that are tasks).
+    pub async fn submit_async<F>(&self, f: F) -> Result<(), PoolError>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        submit_async_inner(&self.inner.core, plain(f), Limits::default()).await
+    }
+
+    /// Pool a future: a worker goroutine drives it to completion (its
+    /// blocking calls and `.await`s park that worker), and its output comes
+    /// back through the handle. Waits like [`submit`](Self::submit).
+    pub fn submit_task<Fut>(&self, fut: Fut) -> Result<JoinHandle<Fut::Output>, PoolError>
+    where
+        Fut: Future + Send + 'static,
+        Fut::Output: Send + 'static,
+    {
+        self.submit_with_result(move || crate::block_on(fut))
+    }
+
+    /// [`submit_task`](Self::submit_task) for async code.
+    pub async fn submit_task_async<Fut>(
+        &self,
+        fut: Fut,
+    ) -> Result<JoinHandle<Fut::Output>, PoolError>
+    where
+        Fut: Future + Send + 'static,
+        Fut::Output: Send + 'static,
+    {
+        let (job, handle) = with_result(move || crate::block_on(fut), None);
+        submit_async_inner(&self.inner.core, job, Limits::default()).await?;
+        Ok(handle)
+    }
+
+    common_methods!();
+}
+
+fn plain<F: FnOnce() + Send + 'static>(f: F) -> Job {
+    Box::new(move || {
+        f();
+        Ran::Completed
+    })
+}
+
+fn with_result<F, T>(f: F, token: Option<CancelToken>) -> (Job, JoinHandle<T>)
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let (completer, handle) = result::pair();
+    let job: Job = Box::new(move || {
+        if token.as_ref().is_some_and(CancelToken::is_cancelled) {
+            // Dropping the completer cancels the handle.
+            return Ran::Cancelled;
+        }
+        match catch_unwind(AssertUnwindSafe(f)) {
+            Ok(v) => {
+                completer.complete(Ok(v));
+                Ran::Completed
+            }
+            Err(payload) => {
+                if crate::coro::force_unwinding() {
+                    // The worker is being cancelled: not the task's panic.
+                    std::panic::resume_unwind(payload);
+                }
+                completer.complete(Err(payload));
+                Ran::Panicked
+            }
+        }
+    });
+    (job, handle)
+}
+
+/// A pool whose workers all run one function on the arguments they are given
+/// (ants' `PoolWithFunc` / `PoolWithFuncGeneric`): `invoke(arg)` costs no
+/// allocation for the task.
+pub struct PoolWithFunc<A: Send + 'static> {
+    inner: Arc<Owner<A>>,
+}
+
+impl<A: Send + 'static> Clone for PoolWithFunc<A> {
+    fn clone(&self) -> Self {
+        PoolWithFunc {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<A: Send + 'static> fmt::Debug for PoolWithFunc<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PoolWithFunc")
+            .field("cap", &self.cap())
+            .field("running", &self.running())
+            .field("waiting", &self.waiting())
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+impl<A: Send + 'static> PoolWithFunc<A> {
+    /// A pool of at most `cap` workers (`cap <= 0`: unlimited) running `f`.
+    pub fn new<F>(cap: isize, f: F) -> Result<Self, PoolError>
+    where
+        F: Fn(A) + Send + Sync + 'static,
+    {
+        Builder::new().capacity(cap).build_with_func(f)
+    }
+
+    /// Run the pool's function on `arg`; waits like [`Pool::submit`].
+    pub fn invoke(&self, arg: A) -> Result<(), PoolError> {
+        submit_blocking(&self.inner.core, arg, Limits::default())
+    }
+
+    /// `invoke` only if a worker is free or can be started now.
+    pub fn try_invoke(&self, arg: A) -> Result<(), PoolError> {
+        let slot = self.inner.core.try_acquire()?;
+        self.inner.core.dispatch(slot, arg).map_err(|(e, _)| e)
+    }
+
+    /// `invoke`, waiting at most `d` for a worker.
+    pub fn invoke_timeout(&self, arg: A, d: Duration) -> Result<(), PoolError> {
+        let limits = Limits {
+            deadline: Some(Instant::now() + d),
+            token: None,
+        };
+        submit_blocking(&self.inner.core, arg, limits)
+    }
+
+    /// `invoke` for async code.
+    pub async fn invoke_async(&self, arg: A) -> Result<(), PoolError> {
+        submit_async_inner(&self.inner.core, arg, Limits::default()).await
+    }
+
+    common_methods!();
+}
