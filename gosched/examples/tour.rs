@@ -150,6 +150,32 @@ fn main() {
     let h = rt.spawn(async { "8. still running after the panic" });
     println!("{}", rt.block_on(h).unwrap());
 
+    // 9. A goroutine pool (ants' model): 10,000 tasks on at most 8 reused
+    // goroutines; submit parks the submitter while all 8 are busy.
+    let line = rt
+        .block_on(rt.go(|| {
+            let pool = gosched::pool::Pool::new(8).unwrap();
+            let sum = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+            for i in 0..10_000u64 {
+                let sum = sum.clone();
+                pool.submit(move || {
+                    sum.fetch_add(i, std::sync::atomic::Ordering::Relaxed);
+                })
+                .unwrap();
+            }
+            pool.wait();
+            let squared = pool.submit_with_result(|| 12 * 12).unwrap().join().unwrap();
+            let s = pool.stats();
+            format!(
+                "9. a pool of 8 ran {} tasks (sum {}) on {} goroutines; a result came back: {squared}",
+                s.completed,
+                sum.load(std::sync::atomic::Ordering::Relaxed),
+                s.running
+            )
+        }))
+        .unwrap();
+    println!("{line}");
+
     // Dropping the runtime stops its threads and frees every stack.
     drop(rt);
     println!("done: the runtime shut down cleanly");
