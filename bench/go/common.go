@@ -85,3 +85,25 @@ func reportExtra(workload string, size int64, elapsed time.Duration, result int6
 	fmt.Printf("{\"workload\":%q,\"impl\":\"go\",\"procs\":%d,\"size\":%d,\"elapsed_ns\":%d,\"result\":%d,\"rss_before_kb\":0,\"rss_after_kb\":0,\"vmhwm_kb\":%d,\"x0\":%d,\"x1\":%d,\"x2\":%d}\n",
 		workload, runtime.GOMAXPROCS(0), size, elapsed.Nanoseconds(), result, statusKB("VmHWM"), x0, x1, x2)
 }
+
+// reportImpl is report for programs that serve several rows (W9: go, ants,
+// ants-multi): impl names the row.
+func reportImpl(workload, impl string, size int64, elapsed time.Duration, result int64) {
+	fmt.Printf("{\"workload\":%q,\"impl\":%q,\"procs\":%d,\"size\":%d,\"elapsed_ns\":%d,\"result\":%d,\"rss_before_kb\":0,\"rss_after_kb\":0,\"vmhwm_kb\":%d}\n",
+		workload, impl, runtime.GOMAXPROCS(0), size, elapsed.Nanoseconds(), result, statusKB("VmHWM"))
+}
+
+// sizeModeArgs reads `<size> <mode>` (W9's programs).
+func sizeModeArgs(modes ...string) (int64, string) {
+	if len(os.Args) == 3 {
+		n, err := strconv.ParseInt(os.Args[1], 10, 64)
+		for _, m := range modes {
+			if err == nil && n >= 1 && os.Args[2] == m {
+				return n, m
+			}
+		}
+	}
+	fmt.Fprintf(os.Stderr, "usage: GOMAXPROCS=procs %s <size> %s\n", os.Args[0], strings.Join(modes, "|"))
+	os.Exit(2)
+	return 0, ""
+}

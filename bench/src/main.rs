@@ -22,7 +22,7 @@ use std::time::Duration;
 use workloads::{Impl, Workload};
 
 const USAGE: &str = "\
-usage: gosched-bench [all | w1 w2 w3 w4 w5 w7 ...] [options]   (w5 = both W5 rows; w5-0 = cap 0 only)
+usage: gosched-bench [all | w1 w2 w3 w4 w5 w7 w9 w9t ...] [options]   (w5 = both W5 rows; w5-0 = cap 0 only)
        gosched-bench run <workload> <impl> <procs> <size>   (one measurement)
 
 options:
@@ -31,9 +31,10 @@ options:
   --runs N         runs per row (default 5, 3 for rows whose first run takes > 2 s)
   --impl A,B       only these implementations: gosched-go, gosched-go-migrate (goroutines
                    that may change thread: the unsafe Builder::migrate_goroutines),
-                   gosched-go-chan (W2 only), gosched-async, gosched-threads, go, java
-                   (W12 only), may, tokio, crossbeam, flume, kanal (the last four: W5 on
-                   plain threads)
+                   gosched-go-chan (W2 only), gosched-async, gosched-threads,
+                   gosched-pool, gosched-pool-func (W9 only), go, ants, ants-multi (W9
+                   only), java (W12 only), may, tokio, crossbeam, flume, kanal (the last
+                   four: W5 on plain threads)
   --timeout SECS   kill a measurement after this long (default 60)
 
 writes target/bench/results.json and target/bench/results.md";

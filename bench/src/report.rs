@@ -81,9 +81,17 @@ pub fn text_table(r: &WorkloadResult, procs: usize) -> String {
     let w = r.workload;
     let mut out = String::new();
     let _ = writeln!(out, "\n{}", title(r, procs));
+    // The impl column fits the longest name (`gosched-go [no pool]`).
+    let name_w = r
+        .rows
+        .iter()
+        .map(|row| row_name(r, row).chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(19);
     let _ = write!(
         out,
-        "{:<19} {:>4} {:>10} {:>10} {:>10} {:>16} {:>11}",
+        "{:<name_w$} {:>4} {:>10} {:>10} {:>10} {:>16} {:>11}",
         "impl", "runs", "median", "min", "max", "also", "peak RSS"
     );
     let peers = peers_of(r);
@@ -92,7 +100,7 @@ pub fn text_table(r: &WorkloadResult, procs: usize) -> String {
     }
     out.push('\n');
     for row in &r.rows {
-        let _ = write!(out, "{:<19} {:>4} ", row_name(r, row), row.runs.len());
+        let _ = write!(out, "{:<name_w$} {:>4} ", row_name(r, row), row.runs.len());
         match row.median() {
             Some(m) => {
                 let _ = write!(

@@ -21,6 +21,7 @@ pub mod w4_yield;
 pub mod w5_mpmc;
 pub mod w6_fairness;
 pub mod w7_parked;
+pub mod w9_pool;
 
 /// W5 cap 0: the message count of the thread + channel-crate rows in full
 /// mode (see [`Workload::size_for`]).
@@ -44,6 +45,10 @@ pub enum Impl {
     /// Plain OS threads + `gosched::chan` (no runtime; W5 only): the row that
     /// races crossbeam-channel.
     GoschedThreads,
+    /// `gosched::pool::Pool` of reused goroutines (W9 only): races ants.
+    GoschedPool,
+    /// `gosched::pool::PoolWithFunc` (W9 only): races ants.
+    GoschedPoolFunc,
     /// tokio multi-thread runtime, `worker_threads = procs`.
     Tokio,
     /// may stackful coroutines, `set_workers(procs)`.
@@ -53,6 +58,11 @@ pub enum Impl {
     /// Java 25 virtual threads, scheduler parallelism = procs (a separate
     /// Java program, `bench/java`).
     Java,
+    /// Go goroutines through an ants v2 `Pool` (W9 only; a separate Go
+    /// program built against `bench/third_party/gopath`).
+    Ants,
+    /// The same through an ants `MultiPool` of 10 × 5,000, round-robin.
+    AntsMulti,
     /// Plain OS threads + `crossbeam_channel` (channel workloads only).
     Crossbeam,
     /// Plain OS threads + `flume` (channel workloads only).
@@ -62,13 +72,17 @@ pub enum Impl {
 }
 
 impl Impl {
-    pub const ALL: [Impl; 12] = [
+    pub const ALL: [Impl; 16] = [
         Impl::GoschedGo,
         Impl::GoschedGoMigrate,
         Impl::GoschedGoChan,
         Impl::GoschedAsync,
         Impl::GoschedThreads,
+        Impl::GoschedPool,
+        Impl::GoschedPoolFunc,
         Impl::Go,
+        Impl::Ants,
+        Impl::AntsMulti,
         Impl::Java,
         Impl::May,
         Impl::Tokio,
@@ -77,8 +91,9 @@ impl Impl {
         Impl::Kanal,
     ];
     /// The peers that gosched rows are divided by (see [`Impl::races`]).
-    pub const PEERS: [Impl; 5] = [
+    pub const PEERS: [Impl; 6] = [
         Impl::Go,
+        Impl::Ants,
         Impl::Java,
         Impl::May,
         Impl::Tokio,
@@ -87,9 +102,13 @@ impl Impl {
 
     /// Whether a ratio `self ÷ peer` is reported: goroutine rows race Go,
     /// Java's virtual threads, may and crossbeam-channel (plain threads);
-    /// async rows race tokio.
+    /// async rows race tokio; pool rows race ants, plain Go goroutines and
+    /// tokio (behind a semaphore).
     pub fn races(self, peer: Impl) -> bool {
         match self {
+            Impl::GoschedPool | Impl::GoschedPoolFunc => {
+                matches!(peer, Impl::Ants | Impl::Go | Impl::Tokio)
+            }
             Impl::GoschedGo | Impl::GoschedGoMigrate | Impl::GoschedGoChan => {
                 matches!(peer, Impl::Go | Impl::Java | Impl::May | Impl::Crossbeam)
             }
@@ -106,6 +125,10 @@ impl Impl {
             Impl::GoschedGoChan => "gosched-go-chan",
             Impl::GoschedAsync => "gosched-async",
             Impl::GoschedThreads => "gosched-threads",
+            Impl::GoschedPool => "gosched-pool",
+            Impl::GoschedPoolFunc => "gosched-pool-func",
+            Impl::Ants => "ants",
+            Impl::AntsMulti => "ants-multi",
             Impl::Tokio => "tokio",
             Impl::May => "may",
             Impl::Go => "go",
@@ -128,7 +151,14 @@ impl Impl {
                 | Impl::GoschedGoChan
                 | Impl::GoschedAsync
                 | Impl::GoschedThreads
+                | Impl::GoschedPool
+                | Impl::GoschedPoolFunc
         )
+    }
+
+    /// A separate Go program (`bench/go`), not a mode of this binary.
+    pub fn is_go(self) -> bool {
+        matches!(self, Impl::Go | Impl::Ants | Impl::AntsMulti)
     }
 
     /// Plain OS threads with a channel crate (no runtime, `procs` unused).
@@ -169,10 +199,16 @@ pub enum Workload {
     W10Syscall,
     /// TCP echo over loopback, 100 connections (issue 21).
     W12Echo,
+    /// Pool: tasks that each sleep 10 ms through a pool of 50,000 (ants'
+    /// benchmark), against plain goroutines.
+    W9Pool,
+    /// Pool submit throughput: the submit loop of W9 alone (ants'
+    /// `BenchmarkAntsPoolThroughput`).
+    W9tSubmit,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 15] = [
+    pub const ALL: [Workload; 17] = [
         Workload::W1Spawn,
         Workload::W2Skynet,
         Workload::W3Pingpong,
@@ -184,6 +220,8 @@ impl Workload {
         Workload::S1Syscall,
         Workload::S2Getppid,
         Workload::W8Sleep,
+        Workload::W9Pool,
+        Workload::W9tSubmit,
         Workload::W13Churn,
         Workload::W6Fairness,
         Workload::W10Syscall,
@@ -207,6 +245,8 @@ impl Workload {
             Workload::W6Fairness => "w6",
             Workload::W10Syscall => "w10",
             Workload::W12Echo => "w12",
+            Workload::W9Pool => "w9",
+            Workload::W9tSubmit => "w9t",
         }
     }
 
@@ -227,6 +267,8 @@ impl Workload {
             Workload::W6Fairness => "fairness",
             Workload::W10Syscall => "syscall",
             Workload::W12Echo => "echo",
+            Workload::W9Pool => "pool",
+            Workload::W9tSubmit => "submit",
         }
     }
 
@@ -243,16 +285,38 @@ impl Workload {
     pub fn program(self) -> String {
         match self {
             Workload::W5Mpmc | Workload::W5Mpmc0 => "w5_mpmc".into(),
+            Workload::W9Pool | Workload::W9tSubmit => "w9_pool".into(),
             w => format!("{}_{}", w.id(), w.name()),
         }
     }
 
-    /// Arguments of the Go (and Java) program after the size.
-    pub fn go_args(self) -> Vec<String> {
-        match self.cap() {
-            Some(cap) => vec![cap.to_string()],
-            None => Vec::new(),
+    /// The Go program (`bench/go/<name>.go`) of a Go-side `imp`: the ants
+    /// rows of W9 run `w9_ants` (it needs the vendored ants), the others
+    /// [`Workload::program`].
+    pub fn go_program(self, imp: Impl) -> String {
+        match imp {
+            Impl::Ants | Impl::AntsMulti => "w9_ants".into(),
+            _ => self.program(),
         }
+    }
+
+    /// Arguments of the Go (and Java) program after the size.
+    pub fn go_args(self, imp: Impl) -> Vec<String> {
+        let mode = match (self, imp) {
+            (Workload::W9Pool, Impl::Ants) => "pool",
+            (Workload::W9Pool, Impl::AntsMulti) => "multi",
+            (Workload::W9tSubmit, Impl::Ants) => "pool-throughput",
+            (Workload::W9tSubmit, Impl::AntsMulti) => "multi-throughput",
+            (Workload::W9Pool, _) => "wait",
+            (Workload::W9tSubmit, _) => "throughput",
+            _ => {
+                return match self.cap() {
+                    Some(cap) => vec![cap.to_string()],
+                    None => Vec::new(),
+                }
+            }
+        };
+        vec![mode.into()]
     }
 
     /// W5's channel capacity.
@@ -295,6 +359,29 @@ impl Workload {
         match self {
             _ if imp == Impl::GoschedGoChan => self == Workload::W2Skynet,
             _ if imp == Impl::Java => self == Workload::W12Echo,
+            // Pools: ants' benchmark rows, and the goroutine and tokio rows
+            // that do the same without a pool (W9t: ants' throughput rows).
+            Workload::W9Pool => matches!(
+                imp,
+                Impl::GoschedPool
+                    | Impl::GoschedPoolFunc
+                    | Impl::GoschedGo
+                    | Impl::Tokio
+                    | Impl::Go
+                    | Impl::Ants
+                    | Impl::AntsMulti
+            ),
+            Workload::W9tSubmit => matches!(
+                imp,
+                Impl::GoschedPool | Impl::GoschedGo | Impl::Go | Impl::Ants | Impl::AntsMulti
+            ),
+            _ if matches!(
+                imp,
+                Impl::GoschedPool | Impl::GoschedPoolFunc | Impl::Ants | Impl::AntsMulti
+            ) =>
+            {
+                false
+            }
             Workload::W5Mpmc | Workload::W5Mpmc0 => imp != Impl::May,
             // A timer channel: only Go and gosched have one.
             Workload::T1After => matches!(imp, Impl::GoschedGo | Impl::GoschedAsync | Impl::Go),
@@ -344,6 +431,8 @@ impl Workload {
         match (self, imp) {
             (Workload::W3Pingpong | Workload::W5Mpmc0, Impl::Tokio) => Some("cap 1"),
             (Workload::W3Pingpong, Impl::May) => Some("unbounded"),
+            (Workload::W9Pool | Workload::W9tSubmit, Impl::GoschedGo | Impl::Go) => Some("no pool"),
+            (Workload::W9Pool, Impl::Tokio) => Some("semaphore"),
             (_, i) if i.is_threads() => Some("threads"),
             _ => None,
         }
@@ -357,6 +446,12 @@ impl Workload {
             ),
             (Workload::W3Pingpong, Impl::May) => Some(
                 "may::sync::mpsc::channel, unbounded: may has no rendezvous (or bounded) channel",
+            ),
+            (Workload::W9Pool | Workload::W9tSubmit, Impl::GoschedGo | Impl::Go) => {
+                Some("one goroutine per task, no pool (ants' BenchmarkGoroutines)")
+            }
+            (Workload::W9Pool, Impl::Tokio) => Some(
+                "a tokio task per task behind a tokio::sync::Semaphore of 50,000 permits: tokio has no task pool",
             ),
             _ => None,
         }
@@ -394,6 +489,9 @@ impl Workload {
             // Messages per connection.
             (Workload::W12Echo, false) => 5_000,
             (Workload::W12Echo, true) => 1_000,
+            // Tasks (the pool's capacity stays 50,000).
+            (Workload::W9Pool | Workload::W9tSubmit, false) => 1_000_000,
+            (Workload::W9Pool | Workload::W9tSubmit, true) => 200_000,
         }
     }
 
@@ -510,6 +608,16 @@ impl Workload {
                 w6_fairness::HOGS,
                 group(size)
             ),
+            Workload::W9Pool => format!(
+                "{} tasks each sleep 10 ms, submitted by one unit through a pool of {} (ants' BenchmarkAntsPool), until all have finished",
+                group(size),
+                group(w9_pool::CAP as u64)
+            ),
+            Workload::W9tSubmit => format!(
+                "one unit submits {} tasks that each sleep 10 ms to a pool of {}; the submit loop alone, per submit (ants' BenchmarkAntsPoolThroughput; its ns/op is the loop)",
+                group(size),
+                group(w9_pool::CAP as u64)
+            ),
             Workload::W10Syscall => format!(
                 "{procs} CPU units (20 µs chunks, then a yield) for {} ms alone, then beside {} units looping on a blocking 50 ms call; % of the CPU work kept (higher is better)",
                 group(size),
@@ -533,6 +641,8 @@ impl Workload {
             Workload::W6Fairness => "ms p99 late",
             Workload::W10Syscall => "% kept",
             Workload::W12Echo => "ns/msg",
+            Workload::W9Pool => "ms",
+            Workload::W9tSubmit => "ns/submit",
         }
     }
 
@@ -540,7 +650,12 @@ impl Workload {
     pub fn expected(self, size: u64, procs: usize) -> Option<u64> {
         Some(match self {
             Workload::W6Fairness | Workload::W10Syscall => return None,
-            Workload::W1Spawn | Workload::W7Parked | Workload::T1After | Workload::W8Sleep => size,
+            Workload::W1Spawn
+            | Workload::W7Parked
+            | Workload::T1After
+            | Workload::W8Sleep
+            | Workload::W9Pool
+            | Workload::W9tSubmit => size,
             Workload::W13Churn => size * w13_churn::ROUNDS,
             Workload::W12Echo => size * w12_echo::CONNS,
             Workload::S1Syscall | Workload::S2Getppid => {
@@ -556,7 +671,9 @@ impl Workload {
     /// The reported figure of one sample, in [`Workload::unit`].
     pub fn primary(self, s: &Sample, size: u64, procs: usize) -> f64 {
         match self {
-            Workload::W1Spawn | Workload::W2Skynet | Workload::W8Sleep => s.elapsed_ns as f64 / 1e6,
+            Workload::W1Spawn | Workload::W2Skynet | Workload::W8Sleep | Workload::W9Pool => {
+                s.elapsed_ns as f64 / 1e6
+            }
             Workload::W13Churn => s.elapsed_ns as f64 / 1e6 / w13_churn::ROUNDS as f64,
             Workload::W12Echo => s.elapsed_ns as f64 / (size * w12_echo::CONNS) as f64,
             Workload::W4Yield => s.elapsed_ns as f64 / (2 * procs as u64 * size) as f64,
@@ -565,7 +682,8 @@ impl Workload {
             | Workload::W5Mpmc0
             | Workload::T1After
             | Workload::S1Syscall
-            | Workload::S2Getppid => s.elapsed_ns as f64 / size as f64,
+            | Workload::S2Getppid
+            | Workload::W9tSubmit => s.elapsed_ns as f64 / size as f64,
             Workload::W7Parked => {
                 let delta_kb = s.rss_after_kb.saturating_sub(s.rss_before_kb);
                 (delta_kb * 1024) as f64 / size as f64
@@ -591,7 +709,9 @@ impl Workload {
                 row.median_extra(0),
                 row.median_extra(1)
             ),
-            Workload::W1Spawn => format!("{:.0} ns/task", median_primary * 1e6 / size as f64),
+            Workload::W1Spawn | Workload::W9Pool => {
+                format!("{:.0} ns/task", median_primary * 1e6 / size as f64)
+            }
             Workload::W2Skynet => {
                 let nodes = (size * 10 - 1) / 9; // 1 + 10 + ... + size
                 format!("{:.0} ns/node", median_primary * 1e6 / nodes as f64)
@@ -602,7 +722,8 @@ impl Workload {
             | Workload::W5Mpmc0
             | Workload::T1After
             | Workload::S1Syscall
-            | Workload::S2Getppid => {
+            | Workload::S2Getppid
+            | Workload::W9tSubmit => {
                 format!("{:.0} ms", median_elapsed_ns / 1e6)
             }
             Workload::W7Parked => format!("{:.0} ms to park", median_elapsed_ns / 1e6),
@@ -674,8 +795,11 @@ impl Sample {
 /// Worker entry: `gosched-bench run <workload> <impl> <procs> <size>`.
 /// Runs one measurement and prints one JSON line.
 pub fn run_one(w: Workload, imp: Impl, procs: usize, size: u64) -> Result<(), String> {
-    if imp == Impl::Go {
-        return Err("the go implementation is a separate program (bench/go)".into());
+    if imp.is_go() {
+        return Err(format!(
+            "the {} implementation is a separate program (bench/go)",
+            imp.name()
+        ));
     }
     if imp == Impl::Java {
         return Err("the java implementation is a separate program (bench/java)".into());
@@ -707,6 +831,8 @@ pub fn run_one(w: Workload, imp: Impl, procs: usize, size: u64) -> Result<(), St
         Workload::W6Fairness => w6_fairness::run(imp, procs, size),
         Workload::W10Syscall => w10_syscall::run(imp, procs, size),
         Workload::W12Echo => w12_echo::run(imp, procs, size),
+        Workload::W9Pool => w9_pool::run(imp, procs, size),
+        Workload::W9tSubmit => w9_pool::run_throughput(imp, procs, size),
     };
     let line = crate::json::Obj::new()
         .str("workload", w.id())
@@ -879,5 +1005,24 @@ mod tests {
         );
         assert!(Impl::GoschedGo.races(Impl::Crossbeam) && !Impl::GoschedAsync.races(Impl::Go));
         assert!(Workload::W12Echo.runs(Impl::Java) && !Workload::W1Spawn.runs(Impl::Java));
+        // W9: the pools and ants run W9 (and W9t) only.
+        assert_eq!(Workload::select("w9"), vec![Workload::W9Pool]);
+        assert_eq!(Workload::select("w9t"), vec![Workload::W9tSubmit]);
+        for imp in [Impl::GoschedPool, Impl::Ants, Impl::AntsMulti] {
+            assert!(Workload::W9Pool.runs(imp) && Workload::W9tSubmit.runs(imp));
+            assert!(!Workload::W1Spawn.runs(imp) && !Workload::W8Sleep.runs(imp));
+            assert_eq!(Impl::parse(imp.name()), Some(imp));
+        }
+        assert!(Workload::W9Pool.runs(Impl::GoschedPoolFunc));
+        assert!(!Workload::W9tSubmit.runs(Impl::GoschedPoolFunc));
+        assert!(!Workload::W9Pool.runs(Impl::May) && !Workload::W9tSubmit.runs(Impl::Tokio));
+        assert_eq!(Workload::W9Pool.go_program(Impl::Ants), "w9_ants");
+        assert_eq!(Workload::W9tSubmit.go_program(Impl::Go), "w9_pool");
+        assert_eq!(
+            Workload::W9tSubmit.go_args(Impl::AntsMulti),
+            ["multi-throughput"]
+        );
+        assert_eq!(Workload::W5Mpmc0.go_args(Impl::Go), ["0"]);
+        assert!(Impl::GoschedPool.races(Impl::Ants) && !Impl::GoschedGo.races(Impl::Ants));
     }
 }

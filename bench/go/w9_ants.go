@@ -1,0 +1,104 @@
+// W9 pool, the ants peers (github.com/panjf2000/ants/v2, vendored in
+// bench/third_party/gopath; built with GOPATH pointing there). The method is
+// ants' own benchmark (ants_benchmark_test.go): RunTimes = 1e6 tasks,
+// PoolCap = 5e4, each task demoFunc = sleep 10 ms, the pool built with
+// WithExpiryDuration(10 s) before the clock starts. Same method as
+// bench/src/workloads/w9_pool.rs.
+//
+//   - pool (W9, BenchmarkAntsPool): NewPool(50000); a root goroutine submits
+//     n closures that each sleep 10 ms and call wg.Done(), then waits on the
+//     sync.WaitGroup. Timed: from the first Submit until wg.Wait returns.
+//   - multi (W9, BenchmarkAntsMultiPool): the same through
+//     NewMultiPool(10, 5000, RoundRobin).
+//   - pool-throughput, multi-throughput (W9t, BenchmarkAntsPoolThroughput,
+//     BenchmarkAntsMultiPoolThroughput): n Submit(demoFunc); timed: the
+//     submit loop only (Submit blocks while all 50,000 workers are busy).
+//
+// The result is the number of Submit calls that returned nil.
+//
+// usage: GOMAXPROCS=procs w9_ants <n> pool|multi|pool-throughput|multi-throughput
+package main
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/panjf2000/ants/v2"
+)
+
+const (
+	poolCap           = 50000
+	defaultExpiryTime = 10 * time.Second
+)
+
+// demoFunc is ants' task: sleep BenchParam = 10 ms.
+func demoFunc() {
+	time.Sleep(10 * time.Millisecond)
+}
+
+// submitter is what Pool and MultiPool have in common here.
+type submitter interface {
+	Submit(task func()) error
+}
+
+func main() {
+	n, mode := sizeModeArgs("pool", "multi", "pool-throughput", "multi-throughput")
+	warmUp()
+
+	var p submitter
+	var err error
+	impl := "ants"
+	switch mode {
+	case "pool", "pool-throughput":
+		p, err = ants.NewPool(poolCap, ants.WithExpiryDuration(defaultExpiryTime))
+	default:
+		impl = "ants-multi"
+		p, err = ants.NewMultiPool(10, poolCap/10, ants.RoundRobin, ants.WithExpiryDuration(defaultExpiryTime))
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ants: %v\n", err)
+		os.Exit(1)
+	}
+
+	type out struct {
+		elapsed time.Duration
+		ok      int64
+	}
+	done := make(chan out)
+	go func() {
+		var ok int64
+		if mode == "pool-throughput" || mode == "multi-throughput" {
+			t := time.Now()
+			for i := int64(0); i < n; i++ {
+				if p.Submit(demoFunc) == nil {
+					ok++
+				}
+			}
+			done <- out{time.Since(t), ok}
+			return
+		}
+		var wg sync.WaitGroup
+		t := time.Now()
+		wg.Add(int(n))
+		for i := int64(0); i < n; i++ {
+			if p.Submit(func() {
+				demoFunc()
+				wg.Done()
+			}) == nil {
+				ok++
+			} else {
+				wg.Done()
+			}
+		}
+		wg.Wait()
+		done <- out{time.Since(t), ok}
+	}()
+	r := <-done
+	workload := "w9"
+	if mode == "pool-throughput" || mode == "multi-throughput" {
+		workload = "w9t"
+	}
+	reportImpl(workload, impl, n, r.elapsed, r.ok)
+}

@@ -1,0 +1,226 @@
+//! W9 pool: `n` tasks (1,000,000) that each sleep 10 ms, run through a
+//! goroutine pool of capacity [`CAP`] (50,000), against plain goroutines and
+//! ants. W9t: the same pools' submit throughput.
+//!
+//! The method is ants' own benchmark (`ants_benchmark_test.go`: `RunTimes =
+//! 1e6`, `PoolCap = 5e4`, `demoFunc` sleeps 10 ms, the pool built with
+//! `WithExpiryDuration(10 s)` before the clock starts), here and in the Go
+//! twins `bench/go/w9_pool.go` (plain goroutines) and `bench/go/w9_ants.go`
+//! (ants, vendored in `bench/third_party/gopath`):
+//!
+//! - W9 (`BenchmarkAntsPool`, `BenchmarkGoroutines`): a root unit builds the
+//!   pool, then submits the `n` tasks and waits until every one has finished.
+//!   Timed: from the first submit until the wait returns. gosched-pool:
+//!   `Pool` with `submit`, then `pool.wait()`; gosched-pool-func:
+//!   `PoolWithFunc<u32>` with `invoke`; gosched-go: `gosched::go` per task
+//!   and a `WaitGroup`; tokio: a task per task behind a `Semaphore` of
+//!   [`CAP`] permits (`acquire_owned` before the spawn, the permit dropped
+//!   when the sleep ends), a countdown signals the end.
+//! - W9t (`BenchmarkAntsPoolThroughput`, `BenchmarkGoroutinesThroughput`):
+//!   the root submits `n` tasks that each sleep 10 ms. Timed: the submit loop
+//!   only, reported per submit (ants' ns/op is the whole loop of 1e6);
+//!   nothing waits for the tasks (ants' benchmark does not either; the
+//!   process exits). A submit parks while all [`CAP`] workers are busy, so a
+//!   pool's loop takes at least `n / CAP × 10 ms` (200 ms for 1,000,000).
+//!
+//! The gosched pools are built as ants' benchmark builds its pool: capacity
+//! [`CAP`], idle workers expire after [`EXPIRY`] (ants' default is 1 s; its
+//! benchmark uses 10 s, and so do we).
+
+use std::time::{Duration, Instant};
+
+use super::{Impl, Sample};
+
+/// The pool's capacity (ants' `PoolCap`).
+pub const CAP: usize = 50_000;
+
+/// Each task's sleep (ants' `BenchParam` ms).
+pub const SLEEP: Duration = Duration::from_millis(10);
+
+/// Idle workers' expiry (ants' benchmark `DefaultExpiredTime`).
+pub const EXPIRY: Duration = Duration::from_secs(10);
+
+/// W9: submit `n` sleeping tasks and wait for all.
+pub fn run(imp: Impl, procs: usize, n: u64) -> Sample {
+    match imp {
+        #[cfg(feature = "gosched")]
+        Impl::GoschedPool => gosched_pool(procs, n),
+        #[cfg(feature = "gosched")]
+        Impl::GoschedPoolFunc => gosched_pool_func(procs, n),
+        #[cfg(feature = "gosched")]
+        Impl::GoschedGo => gosched_go(procs, n),
+        Impl::Tokio => tokio_semaphore(procs, n),
+        _ => {
+            let _ = (procs, n);
+            unreachable!("{imp:?} is not built into this binary")
+        }
+    }
+}
+
+/// W9t: time `n` submits of a sleeping task.
+pub fn run_throughput(imp: Impl, procs: usize, n: u64) -> Sample {
+    match imp {
+        #[cfg(feature = "gosched")]
+        Impl::GoschedPool => gosched_pool_throughput(procs, n),
+        #[cfg(feature = "gosched")]
+        Impl::GoschedGo => gosched_go_throughput(procs, n),
+        _ => {
+            let _ = (procs, n);
+            unreachable!("{imp:?} is not built into this binary")
+        }
+    }
+}
+
+#[cfg(feature = "gosched")]
+fn pool_builder() -> gosched::pool::Builder {
+    gosched::pool::Pool::builder()
+        .capacity(CAP as isize)
+        .expiry(EXPIRY)
+}
+
+/// `gosched::pool::Pool`: the root goroutine submits, then `pool.wait()`.
+#[cfg(feature = "gosched")]
+fn gosched_pool(procs: usize, n: u64) -> Sample {
+    let rt = super::gosched_runtime(procs);
+    let (elapsed, done) = rt
+        .block_on(rt.go(move || {
+            let pool = pool_builder().build().expect("pool");
+            let t = Instant::now();
+            let mut ok = 0;
+            for _ in 0..n {
+                if pool.submit(|| gosched::time::sleep(SLEEP)).is_ok() {
+                    ok += 1;
+                }
+            }
+            pool.wait();
+            let elapsed = t.elapsed();
+            let completed = pool.stats().completed;
+            assert_eq!(completed, ok, "tasks completed vs submitted");
+            (elapsed, completed)
+        }))
+        .expect("root goroutine");
+    Sample::timed(elapsed, done)
+}
+
+/// `gosched::pool::PoolWithFunc<u32>`: the root goroutine invokes, then
+/// `pool.wait()`.
+#[cfg(feature = "gosched")]
+fn gosched_pool_func(procs: usize, n: u64) -> Sample {
+    let rt = super::gosched_runtime(procs);
+    let (elapsed, done) = rt
+        .block_on(rt.go(move || {
+            let pool = pool_builder()
+                .build_with_func(|_: u32| gosched::time::sleep(SLEEP))
+                .expect("pool");
+            let t = Instant::now();
+            let mut ok = 0;
+            for i in 0..n {
+                if pool.invoke(i as u32).is_ok() {
+                    ok += 1;
+                }
+            }
+            pool.wait();
+            let elapsed = t.elapsed();
+            let completed = pool.stats().completed;
+            assert_eq!(completed, ok, "tasks completed vs invoked");
+            (elapsed, completed)
+        }))
+        .expect("root goroutine");
+    Sample::timed(elapsed, done)
+}
+
+/// Plain goroutines, one per task, joined with a `WaitGroup` (no handles
+/// kept: a million `JoinHandle`s would count in the peak RSS).
+#[cfg(feature = "gosched")]
+fn gosched_go(procs: usize, n: u64) -> Sample {
+    let rt = super::gosched_runtime(procs);
+    let (elapsed, done) = rt
+        .block_on(rt.go(move || {
+            let wg = gosched::sync::WaitGroup::new();
+            let t = Instant::now();
+            wg.add(n as isize);
+            for _ in 0..n {
+                let wg = wg.clone();
+                gosched::go(move || {
+                    gosched::time::sleep(SLEEP);
+                    wg.done();
+                });
+            }
+            wg.wait();
+            (t.elapsed(), n)
+        }))
+        .expect("root goroutine");
+    Sample::timed(elapsed, done)
+}
+
+/// tokio tasks behind a `Semaphore` of [`CAP`] permits; the root task takes
+/// a permit before each spawn, the task drops it when its sleep ends, and a
+/// countdown signals the root when the last task has finished.
+fn tokio_semaphore(procs: usize, n: u64) -> Sample {
+    use super::Countdown;
+    use std::sync::Arc;
+    use tokio::sync::{oneshot, Semaphore};
+    let rt = super::tokio_runtime(procs);
+    let (done_tx, done_rx) = oneshot::channel::<()>();
+    let finished = Countdown::leak(n, done_tx);
+    let sem = Arc::new(Semaphore::new(CAP));
+    let elapsed = rt
+        .block_on(rt.spawn(async move {
+            let t = Instant::now();
+            for _ in 0..n {
+                let permit = Arc::clone(&sem).acquire_owned().await.expect("open");
+                tokio::spawn(async move {
+                    tokio::time::sleep(SLEEP).await;
+                    drop(permit);
+                    if let Some(done) = finished.bump() {
+                        let _ = done.send(());
+                    }
+                });
+            }
+            done_rx.await.expect("done signal");
+            t.elapsed()
+        }))
+        .expect("root task");
+    Sample::timed(elapsed, finished.count())
+}
+
+/// W9t, `gosched::pool::Pool`: `n` submits of a 10 ms sleep, timed.
+#[cfg(feature = "gosched")]
+fn gosched_pool_throughput(procs: usize, n: u64) -> Sample {
+    let rt = super::gosched_runtime(procs);
+    let (elapsed, ok) = rt
+        .block_on(rt.go(move || {
+            let pool = pool_builder().build().expect("pool");
+            let t = Instant::now();
+            let mut ok = 0;
+            for _ in 0..n {
+                if pool.submit(|| gosched::time::sleep(SLEEP)).is_ok() {
+                    ok += 1;
+                }
+            }
+            let elapsed = t.elapsed();
+            // Its tasks still run: dropping the pool releases it, and the
+            // runtime's shutdown unwinds the workers still asleep.
+            drop(pool);
+            (elapsed, ok)
+        }))
+        .expect("root goroutine");
+    drop(rt);
+    Sample::timed(elapsed, ok)
+}
+
+/// W9t, plain goroutines: `n` spawns of a 10 ms sleep, timed.
+#[cfg(feature = "gosched")]
+fn gosched_go_throughput(procs: usize, n: u64) -> Sample {
+    let rt = super::gosched_runtime(procs);
+    let elapsed = rt
+        .block_on(rt.go(move || {
+            let t = Instant::now();
+            for _ in 0..n {
+                gosched::go(|| gosched::time::sleep(SLEEP));
+            }
+            t.elapsed()
+        }))
+        .expect("root goroutine");
+    Sample::timed(elapsed, n)
+}
