@@ -1301,3 +1301,227 @@ fn worker_pool_cleans_idle_workers() {
         wp.stop();
     });
 }
+
+// ---- Regressions from the review of the first version -------------------------------------
+
+/// A waker whose `wake` (run by the pool's worker inside its "task
+/// finished" step, between going back to the pool and waiting on its
+/// mailbox) signals, then blocks until told to go on: it holds a worker in
+/// that gap, deterministically.
+struct Holding {
+    entered: Mutex<Option<mpsc::Sender<()>>>,
+    go_on: Mutex<mpsc::Receiver<()>>,
+}
+
+impl std::task::Wake for Holding {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref()
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        if let Some(tx) = self.entered.lock().unwrap().take() {
+            let _ = tx.send(());
+            let _ = self.go_on.lock().unwrap().recv();
+        }
+    }
+}
+
+/// A worker held in the gap (see `Holding`).
+struct Held<'a> {
+    /// Receives once the worker is held.
+    entered: mpsc::Receiver<()>,
+    /// Lets it go on.
+    go_on: mpsc::Sender<()>,
+    _wait: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>,
+}
+
+/// Hold the pool's next finishing worker in the gap.
+fn hold_next_worker(pool: &Pool) -> Held<'_> {
+    use std::future::Future;
+    let (entered_tx, entered) = mpsc::channel();
+    let (go_on, go_rx) = mpsc::channel();
+    let waker = std::task::Waker::from(Arc::new(Holding {
+        entered: Mutex::new(Some(entered_tx)),
+        go_on: Mutex::new(go_rx),
+    }));
+    let mut w: std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> =
+        Box::pin(pool.wait_async());
+    assert!(w
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(&waker))
+        .is_pending());
+    Held {
+        entered,
+        go_on,
+        _wait: w,
+    }
+}
+
+/// On one proc, an async submit handed a worker that has not reached its
+/// mailbox yet, then dropped: the worker must come back and nothing stay in
+/// flight. (With a rendezvous mailbox the send waited, and the drop lost the
+/// worker.)
+#[test]
+fn granted_async_submit_dropped_before_the_worker_waits_loses_nothing() {
+    within("one-proc async hand-off", || {
+        use std::future::Future;
+        use std::task::{Context, Waker};
+        let rt = common::rt(1);
+        let pool = rt.block_on(async { Pool::new(1) }).unwrap();
+        let g = gate();
+        pool.submit(busy(&g)).unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = Arc::clone(&ran);
+        let mut fut = Box::pin(pool.submit_async(move || {
+            r.fetch_add(1, Relaxed);
+        }));
+        assert!(fut
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending());
+        let held = hold_next_worker(&pool);
+        g.close().unwrap();
+        held.entered.recv().unwrap();
+        // Granted the held worker: the hand-off completes at once.
+        let r = fut.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+        assert!(matches!(r, std::task::Poll::Ready(Ok(()))), "{r:?}");
+        drop(fut);
+        held.go_on.send(()).unwrap();
+        pool.wait();
+        assert_eq!(ran.load(Relaxed), 1);
+        assert_eq!(pool.stats().idle, 1);
+        pool.try_submit(|| {}).unwrap();
+        pool.wait();
+        drop(rt);
+    });
+}
+
+/// `try_submit` from an async task on one proc, to a worker that has not
+/// reached its mailbox: never waits (it panicked: a blocking send in a task).
+#[test]
+fn try_submit_from_an_async_task_never_waits() {
+    within("try_submit in a task", || {
+        let rt = common::rt(1);
+        let pool = rt.block_on(async { Pool::new(1) }).unwrap();
+        let g = gate();
+        pool.submit(busy(&g)).unwrap();
+        let held = hold_next_worker(&pool);
+        g.close().unwrap();
+        held.entered.recv().unwrap();
+        assert_eq!(pool.stats().idle, 1);
+        let p = pool.clone();
+        let h = rt.spawn(async move { p.try_submit(|| {}) });
+        assert_eq!(rt.block_on(h).unwrap(), Ok(()));
+        held.go_on.send(()).unwrap();
+        pool.wait();
+        drop(rt);
+    });
+}
+
+/// A worker unwound while idle by its runtime's shutdown leaves the idle
+/// queue: the next task goes to a live worker and runs.
+#[test]
+fn a_worker_unwound_while_idle_is_not_handed_work() {
+    within("dead idle worker", || {
+        let pool = Pool::new(2).unwrap();
+        let rt = common::rt(2);
+        let p = pool.clone();
+        rt.block_on(rt.go(move || p.submit(|| {}).unwrap()))
+            .unwrap();
+        pool.wait();
+        assert_eq!(pool.stats().idle, 1);
+        drop(rt); // unwinds the idle worker, parked on its mailbox
+        assert_eq!(pool.running(), 0);
+        assert_eq!(pool.stats().idle, 0, "the dead worker left the idle queue");
+        let (tx, rx) = mpsc::channel();
+        pool.submit(move || tx.send(()).unwrap()).unwrap();
+        rx.recv().unwrap();
+        pool.wait();
+    });
+}
+
+/// `reboot` racing `release`: every release stops the purge goroutine it
+/// sees, so a later `release_timeout` never waits for a leaked one.
+#[test]
+fn reboot_racing_release_leaks_no_purge_goroutine() {
+    within("reboot vs release", || {
+        let pool = Pool::builder()
+            .capacity(1)
+            .expiry(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        for i in 0..2_000u32 {
+            pool.release();
+            let b = Arc::new(std::sync::Barrier::new(2));
+            let (p1, b1) = (pool.clone(), Arc::clone(&b));
+            let t1 = std::thread::spawn(move || {
+                b1.wait();
+                p1.reboot().unwrap();
+            });
+            let (p2, b2) = (pool.clone(), b);
+            let t2 = std::thread::spawn(move || {
+                b2.wait();
+                for _ in 0..(i % 64) {
+                    std::hint::spin_loop();
+                }
+                p2.release();
+            });
+            t1.join().unwrap();
+            t2.join().unwrap();
+            pool.reboot().unwrap();
+            pool.release_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|e| panic!("iteration {i}: {e}: a purge goroutine leaked"));
+            pool.reboot().unwrap();
+        }
+    });
+}
+
+/// `Duration::MAX` means "for ever" in every gosched API: no overflow panic.
+#[test]
+fn duration_max_timeouts_do_not_panic() {
+    within("Duration::MAX", || {
+        let pool = Pool::new(1).unwrap();
+        pool.submit_timeout(|| {}, Duration::MAX).unwrap();
+        let pf = PoolWithFunc::new(1, |_: u8| {}).unwrap();
+        pf.invoke_timeout(1, Duration::MAX).unwrap();
+        pool.wait();
+        pf.wait();
+        let mp = MultiPool::new(2, 1, LoadBalancing::RoundRobin).unwrap();
+        mp.release_timeout(Duration::MAX).unwrap();
+    });
+}
+
+/// A panic handler parked when its runtime shuts down is unwound, not
+/// reported as a panicking handler (the worker then blocked the dropping
+/// thread in its mailbox receive).
+#[test]
+fn runtime_drop_while_the_panic_handler_is_parked() {
+    within("parked panic handler", || {
+        let (tx, rx) = mpsc::channel::<()>();
+        let tx = Mutex::new(tx);
+        let log = Keep::default();
+        let pool = Pool::builder()
+            .capacity(1)
+            .disable_purge(true)
+            .logger(log.clone())
+            .panic_handler(move |_| {
+                tx.lock().unwrap().send(()).unwrap();
+                gosched::time::sleep(Duration::from_secs(3600));
+            })
+            .build()
+            .unwrap();
+        let rt = common::rt(2);
+        let p = pool.clone();
+        rt.block_on(rt.go(move || p.submit(|| panic!("boom")).unwrap()))
+            .unwrap();
+        rx.recv().unwrap(); // the handler is asleep
+        drop(rt);
+        assert_eq!(
+            log.0.lock().unwrap().len(),
+            0,
+            "{:?}",
+            log.0.lock().unwrap()
+        );
+        assert_eq!(pool.running(), 0);
+        pool.wait();
+    });
+}

@@ -26,8 +26,9 @@
 //! (no thundering herd, FIFO among submitters); else it goes on the idle queue,
 //! stamped with the time. Only then does the task count as finished (`wait`
 //! returns to a pool at rest). Then it waits on its mailbox, a channel of
-//! capacity one (zero on one proc, fasthttp's `workerChanCap`), for the next
-//! task or its close, which means "exit".
+//! capacity one, for the next task or its close, which means "exit". The
+//! mailbox is empty whenever the worker is idle or granted, so handing it a
+//! task never waits (not even for the worker to reach its receive).
 //!
 //! A panic in a task is the task's: the worker catches it, reports it (panic
 //! handler or logger) and goes on. One exception: a worker whose runtime shuts
@@ -35,7 +36,13 @@
 //! not reported. Guards settle the accounts however a worker ends — a
 //! goroutine dropped before its first run (`Start`), unwound while idle or in
 //! a task (`Retire`) — so `running`, `wait` and `release_timeout` stay true
-//! after a runtime shutdown too.
+//! after a runtime shutdown too. An unwound worker also leaves the idle queue
+//! and closes its mailbox under the lock: a submitter that was handed it
+//! already finds it closed (`Dispatch::Dead`) and acquires again.
+//!
+//! `release` and `reboot` each decide under the lock: `reboot` reopens and
+//! installs the new purge goroutine's stop channel in one critical section,
+//! so a racing `release` stops exactly the purge goroutine it sees.
 //!
 //! # Blocked submitters
 //!
@@ -72,7 +79,7 @@ use std::time::{Duration, Instant};
 use super::queue::WorkerQueue;
 use super::stats::Counters;
 use super::{Logger, PanicHandler, PoolError};
-use crate::chan::{chan, Chan};
+use crate::chan::{chan, Chan, TrySendError};
 use crate::sched::wait::{pending, WaitReason};
 use crate::sync::waitlist::{Cancelled, Key, WaitList};
 
@@ -96,8 +103,6 @@ pub(crate) struct Options {
     pub(crate) logger: Arc<dyn Logger>,
     pub(crate) disable_purge: bool,
     pub(crate) stack_size: Option<usize>,
-    /// Capacity of each worker's mailbox: 0 on one proc, else 1.
-    pub(crate) mailbox_cap: usize,
 }
 
 /// A worker as the pool holds it while it is idle.
@@ -113,6 +118,14 @@ enum Grant<J> {
     /// A `running` slot, counted already: spawn a worker.
     Spawn,
     Closed,
+}
+
+/// Why `dispatch` did not hand the task over; the task comes back.
+pub(crate) enum Dispatch<J> {
+    /// No worker could be started.
+    Failed(PoolError, J),
+    /// The worker died (its runtime shut down) after it was handed out.
+    Dead(J),
 }
 
 /// What a successful acquire holds until the task is dispatched.
@@ -166,7 +179,7 @@ impl<J: Send + 'static> Core<J> {
     ) -> Result<Arc<Self>, PoolError> {
         let cap = if cap <= 0 { -1 } else { cap };
         let idle = if opts.prealloc {
-            WorkerQueue::ring(cap as usize)
+            WorkerQueue::ring(cap as usize).ok_or(PoolError::InvalidPreAllocSize)?
         } else {
             WorkerQueue::stack()
         };
@@ -183,13 +196,14 @@ impl<J: Send + 'static> Core<J> {
             cap: AtomicIsize::new(cap),
             running: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
-            closed: AtomicBool::new(!open),
+            // Opened below (`open` starts the purge goroutine).
+            closed: AtomicBool::new(true),
             in_flight: AtomicUsize::new(0),
             idle_waiters: Mutex::new(WaitList::new()),
             stats: Counters::default(),
         });
         if open {
-            core.start_purge()?;
+            core.open()?;
         }
         Ok(core)
     }
@@ -267,40 +281,31 @@ impl<J: Send + 'static> Core<J> {
         None
     }
 
-    /// Hand `job` to the slot: send it to the idle worker, or spawn a worker
-    /// with it. Counts the task in flight first (so `wait` sees it). If no
-    /// worker can be started, the job comes back with the error.
-    pub(crate) fn dispatch(self: &Arc<Self>, slot: Slot<J>, job: J) -> Result<(), (PoolError, J)> {
+    /// Hand `job` to the slot: put it in the idle worker's mailbox (one
+    /// slot, empty while the worker is idle or granted: this never waits), or
+    /// spawn a worker with it. Counts the task in flight first (so `wait`
+    /// sees it). `Dead`: the worker was unwound by its runtime's shutdown
+    /// after it was handed out; the caller acquires again.
+    pub(crate) fn dispatch(self: &Arc<Self>, slot: Slot<J>, job: J) -> Result<(), Dispatch<J>> {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         self.stats.submitted.fetch_add(1, Ordering::Relaxed);
         match slot {
-            Slot::Worker(w) => {
-                if w.mailbox.send(job).is_err() {
-                    unreachable!("gosched::pool: an idle worker's mailbox was closed while it was handed out");
+            Slot::Worker(w) => match w.mailbox.try_send(job) {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    self.stats.submitted.fetch_sub(1, Ordering::Relaxed);
+                    self.finish_one();
+                    match e {
+                        TrySendError::Closed(job) => Err(Dispatch::Dead(job)),
+                        TrySendError::Full(_) => {
+                            unreachable!("gosched::pool: an idle worker's mailbox held a task")
+                        }
+                    }
                 }
-                Ok(())
-            }
-            Slot::Spawn => self.spawn_worker(job),
-        }
-    }
-
-    /// `dispatch` for async callers: a rendezvous mailbox (one proc) is sent
-    /// to without blocking the thread.
-    pub(crate) async fn dispatch_async(
-        self: &Arc<Self>,
-        slot: Slot<J>,
-        job: J,
-    ) -> Result<(), (PoolError, J)> {
-        match slot {
-            Slot::Worker(w) if w.mailbox.cap() == 0 => {
-                self.in_flight.fetch_add(1, Ordering::AcqRel);
-                self.stats.submitted.fetch_add(1, Ordering::Relaxed);
-                if w.mailbox.send_async(job).await.is_err() {
-                    unreachable!("gosched::pool: an idle worker's mailbox was closed while it was handed out");
-                }
-                Ok(())
-            }
-            slot => self.dispatch(slot, job),
+            },
+            Slot::Spawn => self
+                .spawn_worker(job)
+                .map_err(|(e, job)| Dispatch::Failed(e, job)),
         }
     }
 
@@ -335,6 +340,10 @@ impl<J: Send + 'static> Core<J> {
         let mut st = lock(&self.state);
         let wakers = match slot {
             Slot::Worker(w) => {
+                if w.mailbox.is_closed() {
+                    // Unwound by its runtime's shutdown: it retired already.
+                    return;
+                }
                 if self.is_closed() {
                     drop(st);
                     // It is waiting on its mailbox: closing it makes it exit.
@@ -379,7 +388,11 @@ impl<J: Send + 'static> Core<J> {
     fn report_panic(&self, payload: Box<dyn Any + Send>) {
         match &self.opts.panic_handler {
             Some(handler) => {
-                if catch_unwind(AssertUnwindSafe(|| handler(payload))).is_err() {
+                if let Err(p) = catch_unwind(AssertUnwindSafe(|| handler(payload))) {
+                    if crate::coro::force_unwinding() {
+                        // The handler parked and its runtime shut down.
+                        std::panic::resume_unwind(p);
+                    }
                     self.opts.logger.log(format_args!(
                         "the panic handler panicked; the worker goes on"
                     ));
@@ -425,12 +438,10 @@ impl<J: Send + 'static> Core<J> {
             self.waiting.store(st.waiters.len(), Ordering::Relaxed);
             return waker.into_iter().collect();
         }
-        if st.idle.insert(Arc::clone(&w), Instant::now()).is_err() {
-            // A preallocated ring holds `cap` workers and `running <= cap`, so
-            // this is unreachable; should it happen, the worker exits rather
-            // than being lost.
-            let _ = w.mailbox.close();
-        }
+        // A preallocated ring holds `cap` workers, `running <= cap`, and a
+        // worker leaves the queue when it retires (`Retire`), so it has room.
+        let fits = st.idle.insert(w, Instant::now()).is_ok();
+        debug_assert!(fits, "a preallocated pool's idle ring overflowed");
         Vec::new()
     }
 
@@ -468,13 +479,13 @@ impl<J: Send + 'static> Core<J> {
 
     // ---- Purge, tune, release, reboot -------------------------------------
 
-    /// Start the purge goroutine (unless purging is off). Called without the
+    /// Open the pool and start the purge goroutine (unless purging is off).
+    /// False if it was open already. The pool opens, and the purge's stop
+    /// channel is installed, in one critical section (a racing `release`
+    /// sees both or neither); the goroutine is spawned after it, without the
     /// lock: a spawn that fails drops the goroutine's exit guard at once, and
     /// that takes the lock.
-    fn start_purge(self: &Arc<Self>) -> Result<(), PoolError> {
-        if self.opts.disable_purge {
-            return Ok(());
-        }
+    fn open(self: &Arc<Self>) -> Result<bool, PoolError> {
         /// Counts the purge goroutine out however it ends: returning, unwound
         /// by a runtime shutdown, or dropped before it first ran.
         struct Exit<J: Send + 'static>(Weak<Core<J>>);
@@ -485,31 +496,45 @@ impl<J: Send + 'static> Core<J> {
                 }
             }
         }
-        let stop = chan::<()>(0);
-        let rx = stop.clone();
-        {
+        let rx = {
             let mut st = lock(&self.state);
+            if !self.is_closed() {
+                return Ok(false);
+            }
+            self.closed.store(false, Ordering::Release);
+            if self.opts.disable_purge {
+                return Ok(true);
+            }
+            let stop = chan::<()>(0);
+            let rx = stop.clone();
             st.purge_stop = Some(stop);
             st.purgers += 1;
-        }
+            rx
+        };
         let exit = Exit(Arc::downgrade(self));
         let expiry = self.opts.expiry;
-        crate::Go::new()
-            .try_spawn(move || {
-                let exit = exit;
-                // Stops when the channel is closed (release) or the pool is gone.
-                while let Err(crate::chan::RecvTimeoutError::Timeout) = rx.recv_timeout(expiry) {
-                    match exit.0.upgrade() {
-                        Some(core) => core.purge(),
-                        None => return,
-                    }
+        let spawned = crate::Go::new().try_spawn(move || {
+            let exit = exit;
+            // Stops when the channel is closed (release) or the pool is gone.
+            while let Err(crate::chan::RecvTimeoutError::Timeout) = rx.recv_timeout(expiry) {
+                match exit.0.upgrade() {
+                    Some(core) => core.purge(),
+                    None => return,
                 }
-            })
-            .map(drop)
-            .map_err(|e| {
-                lock(&self.state).purge_stop = None;
-                PoolError::Spawn(e)
-            })
+            }
+        });
+        match spawned {
+            Ok(handle) => {
+                drop(handle);
+                Ok(true)
+            }
+            Err(e) => {
+                // No purge goroutine: close again, the whole way (submitters
+                // may have queued and workers gone idle meanwhile).
+                self.release();
+                Err(PoolError::Spawn(e))
+            }
+        }
     }
 
     fn purger_exited(&self) {
@@ -545,14 +570,19 @@ impl<J: Send + 'static> Core<J> {
     /// blocked submitters at once; shrinking is lazy (busy workers retire as
     /// they finish).
     pub(crate) fn tune(&self, n: isize) {
-        let cap = self.cap();
-        if cap < 0 || n <= 0 || n == cap || self.opts.prealloc {
+        if n <= 0 || self.opts.prealloc {
             return;
         }
         let mut st = lock(&self.state);
+        // Read under the lock: a racing tune must not make this one skip
+        // the grants its own capacity allows.
+        let cap = self.cap();
+        if cap < 0 || n == cap {
+            return;
+        }
         self.cap.store(n, Ordering::Relaxed);
         let mut wakers = Vec::new();
-        if n > cap && !self.is_closed() {
+        if !self.is_closed() {
             let mut running = self.running();
             while (running as isize) < n && !st.waiters.is_empty() {
                 running += 1;
@@ -567,14 +597,13 @@ impl<J: Send + 'static> Core<J> {
 
     /// Close the pool (ants' `Release`). False if it was closed already.
     pub(crate) fn release(&self) -> bool {
-        if self
-            .closed
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
+        let mut st = lock(&self.state);
+        // Under the lock: `reboot` opens and installs its purge goroutine's
+        // stop channel in one critical section, so a release sees both or
+        // neither.
+        if self.closed.swap(true, Ordering::AcqRel) {
             return false;
         }
-        let mut st = lock(&self.state);
         let idle = st.idle.take_all();
         let mut wakers = Vec::new();
         while let Some(w) = st.waiters.notify_front_with(|g| *g = Grant::Closed) {
@@ -603,18 +632,7 @@ impl<J: Send + 'static> Core<J> {
 
     /// Reopen a closed pool (ants' `Reboot`); nothing on an open one.
     pub(crate) fn reboot(self: &Arc<Self>) -> Result<(), PoolError> {
-        {
-            // Under the lock, so that of two racing reboots one reopens.
-            let _st = lock(&self.state);
-            if !self.is_closed() {
-                return Ok(());
-            }
-            self.closed.store(false, Ordering::Release);
-        }
-        self.start_purge().inspect_err(|_| {
-            // No purge goroutine: stay closed rather than leak idle workers.
-            self.closed.store(true, Ordering::Release);
-        })
+        self.open().map(drop)
     }
 
     /// Until no task is in flight.
@@ -655,6 +673,7 @@ fn worker_main<J: Send + 'static>(mut start: Start<J>) {
     /// runtime shutdown unwinds it while it waits or runs a task).
     struct Retire<'a, J: Send + 'static> {
         core: &'a Core<J>,
+        me: &'a Arc<Worker<J>>,
         armed: bool,
         /// A task is running: unwound here, it still counts as finished.
         in_task: bool,
@@ -665,10 +684,26 @@ fn worker_main<J: Send + 'static>(mut start: Start<J>) {
                 self.core.finish_one();
             }
             if self.armed {
+                // Unwound (its runtime shut down), maybe while idle: take it
+                // off the idle queue so nobody is handed a dead worker, and
+                // close its mailbox so a submitter that was handed it already
+                // finds it dead and acquires again.
                 let wakers = {
                     let mut st = lock(&self.core.state);
+                    st.idle.remove(self.me);
+                    // Under the lock, so that `give_back` (which checks it
+                    // under the lock) never puts it back. Nobody waits on
+                    // this mailbox (its receiver is this worker): the close
+                    // wakes nobody.
+                    let _ = self.me.mailbox.close();
                     self.core.retire_locked(&mut st)
                 };
+                if let Ok(job) = self.me.mailbox.try_recv() {
+                    // Sent before the close: it will not run.
+                    drop(job);
+                    self.core.stats.cancelled.fetch_add(1, Ordering::Relaxed);
+                    self.core.finish_one();
+                }
                 wakers.into_iter().for_each(Waker::wake);
             }
         }
@@ -679,11 +714,10 @@ fn worker_main<J: Send + 'static>(mut start: Start<J>) {
         .take()
         .expect("the first job is taken once");
     drop(start);
-    let me = Arc::new(Worker {
-        mailbox: chan(core.opts.mailbox_cap),
-    });
+    let me = Arc::new(Worker { mailbox: chan(1) });
     let mut guard = Retire {
         core: &core,
+        me: &me,
         armed: true,
         in_task: true,
     };

@@ -88,7 +88,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-use self::core::{Core, Options, Ran, Slot};
+use self::core::{Core, Dispatch, Options, Ran, Slot};
 use crate::sync::waitlist::{Key, WaitList};
 use crate::{JoinHandle, SpawnError};
 
@@ -117,7 +117,8 @@ pub enum PoolError {
     InvalidExpiry,
     /// A function pool was built without its function (ants' `ErrLackPoolFunc`).
     LackPoolFunc,
-    /// `prealloc` was asked of an unlimited pool (ants' `ErrInvalidPreAllocSize`).
+    /// `prealloc` was asked of an unlimited pool (ants' `ErrInvalidPreAllocSize`),
+    /// or of a capacity whose ring cannot be allocated.
     InvalidPreAllocSize,
     /// A `…_by_index` call named no sub-pool (ants' `ErrInvalidPoolIndex`).
     InvalidPoolIndex,
@@ -368,7 +369,6 @@ impl Builder {
                 .unwrap_or_else(|| Arc::new(StderrLogger)),
             disable_purge: self.disable_purge,
             stack_size: self.stack_size,
-            mailbox_cap: mailbox_cap(),
         })
     }
 
@@ -423,17 +423,6 @@ impl Builder {
     }
 }
 
-/// fasthttp's `workerChanCap`: a rendezvous mailbox on one proc (the
-/// submitter switches to the worker at once), one slot otherwise (a busy
-/// submitter does not wait for the worker to reach its receive).
-fn mailbox_cap() -> usize {
-    if crate::runtime::procs() == 1 {
-        0
-    } else {
-        1
-    }
-}
-
 /// A task as [`Pool`] holds it.
 type Job = Box<dyn FnOnce() -> Ran + Send>;
 
@@ -455,6 +444,17 @@ impl<J: Send + 'static> Drop for Owner<J> {
 struct Limits<'a> {
     deadline: Option<Instant>,
     token: Option<&'a CancelToken>,
+}
+
+impl Limits<'_> {
+    /// Waiting at most `d` (`Duration::MAX`: for ever, as in every gosched
+    /// API).
+    fn timeout(d: Duration) -> Self {
+        Limits {
+            deadline: Some(crate::sched::timers::deadline_after(d)),
+            token: None,
+        }
+    }
 }
 
 /// Wait for a worker or a slot, within `limits`. Cancel-safe.
@@ -507,20 +507,56 @@ fn acquire_blocking<J: Send + 'static>(
 
 fn submit_blocking<J: Send + 'static>(
     core: &Arc<Core<J>>,
-    job: J,
+    mut job: J,
     limits: Limits<'_>,
 ) -> Result<(), PoolError> {
-    let slot = acquire_blocking(core, limits)?;
-    core.dispatch(slot, job).map_err(|(e, _)| e)
+    loop {
+        let slot = acquire_blocking(core, limits)?;
+        match core.dispatch(slot, job) {
+            Ok(()) => return Ok(()),
+            Err(Dispatch::Failed(e, _)) => return Err(e),
+            // The worker died with its runtime after it was handed out.
+            Err(Dispatch::Dead(j)) => job = j,
+        }
+    }
 }
 
 async fn submit_async_inner<J: Send + 'static>(
     core: &Arc<Core<J>>,
-    job: J,
+    mut job: J,
     limits: Limits<'_>,
 ) -> Result<(), PoolError> {
-    let slot = acquire(core, limits).await?;
-    core.dispatch_async(slot, job).await.map_err(|(e, _)| e)
+    loop {
+        let slot = acquire(core, limits).await?;
+        match core.dispatch(slot, job) {
+            Ok(()) => return Ok(()),
+            Err(Dispatch::Failed(e, _)) => return Err(e),
+            Err(Dispatch::Dead(j)) => job = j,
+        }
+    }
+}
+
+/// Hand `job` over only if a worker is free or can be started now.
+fn try_submit_inner<J: Send + 'static>(
+    core: &Arc<Core<J>>,
+    mut job: J,
+) -> Result<(), (PoolError, J)> {
+    loop {
+        let slot = match core.try_acquire() {
+            Ok(slot) => slot,
+            Err(e) => {
+                if e == PoolError::Overload {
+                    core.stats.rejected.fetch_add(1, Ordering::Relaxed);
+                }
+                return Err((e, job));
+            }
+        };
+        match core.dispatch(slot, job) {
+            Ok(()) => return Ok(()),
+            Err(Dispatch::Failed(e, j)) => return Err((e, j)),
+            Err(Dispatch::Dead(j)) => job = j,
+        }
+    }
 }
 
 // ---- Cancellation -------------------------------------------------------------
@@ -697,7 +733,9 @@ macro_rules! common_methods {
         }
 
         /// Park until every task submitted so far has finished (a panicking
-        /// task counts once its panic handler has returned).
+        /// task counts once its panic handler has returned) and its worker
+        /// is back. Not from one of the pool's own tasks: that task is
+        /// still in flight, so it would wait for itself.
         pub fn wait(&self) {
             crate::block_on(self.inner.core.idle())
         }
@@ -759,13 +797,7 @@ impl Pool {
     where
         F: FnOnce() + Send + 'static,
     {
-        let core = &self.inner.core;
-        let slot = core.try_acquire().inspect_err(|e| {
-            if *e == PoolError::Overload {
-                core.stats.rejected.fetch_add(1, Ordering::Relaxed);
-            }
-        })?;
-        core.dispatch(slot, plain(f)).map_err(|(e, _)| e)
+        try_submit_inner(&self.inner.core, plain(f)).map_err(|(e, _)| e)
     }
 
     /// `submit`, waiting at most `d` for a worker ([`PoolError::Timeout`]).
@@ -773,11 +805,7 @@ impl Pool {
     where
         F: FnOnce() + Send + 'static,
     {
-        let limits = Limits {
-            deadline: Some(Instant::now() + d),
-            token: None,
-        };
-        submit_blocking(&self.inner.core, plain(f), limits)
+        submit_blocking(&self.inner.core, plain(f), Limits::timeout(d))
     }
 
     /// `submit`, cancellable by `token`: while waiting for a worker
@@ -953,17 +981,12 @@ impl<A: Send + 'static> PoolWithFunc<A> {
 
     /// `invoke` only if a worker is free or can be started now.
     pub fn try_invoke(&self, arg: A) -> Result<(), PoolError> {
-        let slot = self.inner.core.try_acquire()?;
-        self.inner.core.dispatch(slot, arg).map_err(|(e, _)| e)
+        try_submit_inner(&self.inner.core, arg).map_err(|(e, _)| e)
     }
 
     /// `invoke`, waiting at most `d` for a worker.
     pub fn invoke_timeout(&self, arg: A, d: Duration) -> Result<(), PoolError> {
-        let limits = Limits {
-            deadline: Some(Instant::now() + d),
-            token: None,
-        };
-        submit_blocking(&self.inner.core, arg, limits)
+        submit_blocking(&self.inner.core, arg, Limits::timeout(d))
     }
 
     /// `invoke` for async code.

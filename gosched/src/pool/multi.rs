@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::core::{Core, Slot};
+use super::core::{Core, Dispatch, Slot};
 use super::{acquire_blocking, plain, Builder, Job, Limits, Owner, PoolError, PoolStats};
 
 /// How a multi-pool picks the sub-pool for a task.
@@ -96,21 +96,33 @@ impl<J: Send + 'static> Multi<J> {
         }
     }
 
-    fn submit(&self, job: J) -> Result<(), PoolError> {
-        let (core, slot) = self.acquire()?;
-        core.dispatch(slot, job).map_err(|(e, _)| e)
+    fn submit(&self, mut job: J) -> Result<(), PoolError> {
+        loop {
+            let (core, slot) = self.acquire()?;
+            match core.dispatch(slot, job) {
+                Ok(()) => return Ok(()),
+                Err(Dispatch::Failed(e, _)) => return Err(e),
+                Err(Dispatch::Dead(j)) => job = j,
+            }
+        }
     }
 
-    async fn submit_async(&self, job: J) -> Result<(), PoolError> {
-        let first = self.core(self.pick());
-        let (core, slot) = match super::acquire(first, Limits::default()).await {
-            Err(PoolError::Overload) if self.lb == LoadBalancing::RoundRobin => {
-                let second = self.core(self.least_tasks());
-                (second, super::acquire(second, Limits::default()).await?)
+    async fn submit_async(&self, mut job: J) -> Result<(), PoolError> {
+        loop {
+            let first = self.core(self.pick());
+            let (core, slot) = match super::acquire(first, Limits::default()).await {
+                Err(PoolError::Overload) if self.lb == LoadBalancing::RoundRobin => {
+                    let second = self.core(self.least_tasks());
+                    (second, super::acquire(second, Limits::default()).await?)
+                }
+                r => (first, r?),
+            };
+            match core.dispatch(slot, job) {
+                Ok(()) => return Ok(()),
+                Err(Dispatch::Failed(e, _)) => return Err(e),
+                Err(Dispatch::Dead(j)) => job = j,
             }
-            r => (first, r?),
-        };
-        core.dispatch_async(slot, job).await.map_err(|(e, _)| e)
+        }
     }
 
     fn index(&self, i: usize) -> Result<&Arc<Core<J>>, PoolError> {
@@ -149,7 +161,7 @@ impl<J: Send + 'static> Multi<J> {
     }
 
     fn release_timeout(&self, d: Duration) -> Result<(), PoolError> {
-        let deadline = Instant::now() + d;
+        let deadline = crate::sched::timers::deadline_after(d);
         // Close them all first, so they drain in parallel.
         let released: Vec<bool> = self.pools.iter().map(|o| o.core.release()).collect();
         let mut errs = Vec::new();

@@ -17,6 +17,17 @@ pub(crate) struct Idle<W> {
     pub(crate) since: Instant,
 }
 
+/// Identity of queue entries (`Arc::ptr_eq` for workers).
+pub(crate) trait PtrEq {
+    fn ptr_eq(&self, other: &Self) -> bool;
+}
+
+impl<T> PtrEq for std::sync::Arc<T> {
+    fn ptr_eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(self, other)
+    }
+}
+
 /// The ring of a preallocated pool is full: more idle workers than its
 /// capacity, which the pool's accounting never allows.
 #[derive(Debug, PartialEq, Eq)]
@@ -35,12 +46,12 @@ impl<W> WorkerQueue<W> {
         WorkerQueue::Stack(Vec::new())
     }
 
-    /// A ring for `cap` workers, allocated now (ants' `WithPreAlloc`).
-    pub(crate) fn ring(cap: usize) -> Self {
-        WorkerQueue::Ring {
-            ring: VecDeque::with_capacity(cap),
-            cap,
-        }
+    /// A ring for `cap` workers, allocated now (ants' `WithPreAlloc`);
+    /// `None` if that much memory cannot be had.
+    pub(crate) fn ring(cap: usize) -> Option<Self> {
+        let mut ring = VecDeque::new();
+        ring.try_reserve_exact(cap).ok()?;
+        Some(WorkerQueue::Ring { ring, cap })
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -68,6 +79,17 @@ impl<W> WorkerQueue<W> {
             }
         }
         Ok(())
+    }
+
+    /// Remove `worker` wherever it is (a worker that died while idle).
+    pub(crate) fn remove(&mut self, worker: &W)
+    where
+        W: PtrEq,
+    {
+        match self {
+            WorkerQueue::Stack(v) => v.retain(|idle| !idle.worker.ptr_eq(worker)),
+            WorkerQueue::Ring { ring, .. } => ring.retain(|idle| !idle.worker.ptr_eq(worker)),
+        }
     }
 
     /// Take an idle worker: the newest from a stack, the oldest from a ring.
@@ -122,7 +144,7 @@ mod tests {
         let mut s = WorkerQueue::<u32>::stack();
         assert!(s.is_empty());
         assert_eq!(s.detach(), None);
-        let mut r = WorkerQueue::<u32>::ring(4);
+        let mut r = WorkerQueue::<u32>::ring(4).unwrap();
         assert!(r.is_empty());
         assert_eq!(r.detach(), None);
     }
@@ -148,7 +170,7 @@ mod tests {
     #[test]
     fn ring_is_fifo_bounded_and_purges() {
         let base = Instant::now();
-        let mut r = WorkerQueue::ring(12);
+        let mut r = WorkerQueue::ring(12).unwrap();
         for i in 0..6 {
             r.insert(i, at(base, 0)).unwrap();
         }
@@ -188,7 +210,7 @@ mod tests {
     fn wrapped_ring_searches_and_purges() {
         let base = Instant::now();
         for shift in [0usize, 3, 7] {
-            let mut r = WorkerQueue::ring(10);
+            let mut r = WorkerQueue::ring(10).unwrap();
             // Fill, then rotate `shift` entries through so the live part wraps.
             let mut t = 0u64;
             for _ in 0..10 {

@@ -6,9 +6,16 @@
 //! It is the same engine as [`Pool`](super::Pool), set up the fasthttp way:
 //! non-blocking, the idle queue a stack (FILO), a cleaner that binary-searches
 //! it every `max_idle_worker_duration` and stops the stale workers outside the
-//! lock, the mailbox capacity by procs (fasthttp's `workerChanCap`: a
-//! rendezvous on one proc, one slot otherwise), built stopped and restartable
-//! (`start` / `stop`, any number of times). Unlike fasthttp (which removed its
+//! lock, fasthttp's `workerChanCap` rule by procs, built stopped and
+//! restartable (`start` / `stop`, any number of times).
+//!
+//! `workerChanCap`: fasthttp hands a connection over an unbuffered channel on
+//! one proc, so that `Serve` switches to the worker at once, and over a
+//! one-slot channel otherwise, so that the acceptor never waits for a busy
+//! worker. Here a worker's mailbox always has one slot (a hand-off never
+//! waits, so `serve` never blocks, in a goroutine, a thread or an async
+//! task alike), and on one proc a serving goroutine yields right after the
+//! hand-off: the worker runs next, as fasthttp gets from the rendezvous. Unlike fasthttp (which removed its
 //! recover), a panicking handler is logged and the worker goes on.
 
 use std::fmt;
@@ -85,6 +92,7 @@ impl<T: Send + 'static> WorkerPoolBuilder<T> {
             .expect("building a stopped pool starts no goroutine");
         WorkerPool {
             inner: Arc::new(Owner { core }),
+            yield_after_serve: crate::runtime::procs() == 1,
         }
     }
 }
@@ -104,12 +112,15 @@ impl<T: Send + 'static> WorkerPoolBuilder<T> {
 /// ```
 pub struct WorkerPool<T: Send + 'static> {
     inner: Arc<Owner<T>>,
+    /// One proc: yield to the worker after a hand-off (`workerChanCap`).
+    yield_after_serve: bool,
 }
 
 impl<T: Send + 'static> Clone for WorkerPool<T> {
     fn clone(&self) -> Self {
         WorkerPool {
             inner: Arc::clone(&self.inner),
+            yield_after_serve: self.yield_after_serve,
         }
     }
 }
@@ -164,21 +175,14 @@ impl<T: Send + 'static> WorkerPool<T> {
     }
 
     /// Hand `item` to a worker, or give it back when saturated or stopped.
-    /// Never waits for a worker (on one proc it may wait for an idle worker
-    /// to reach its receive, as fasthttp's unbuffered channel does).
+    /// Never waits.
     pub fn try_serve(&self, item: T) -> Result<(), T> {
-        let core = &self.inner.core;
-        match core.try_acquire() {
-            Ok(slot) => core.dispatch(slot, item).map_err(|(_, item)| item),
-            Err(e) => {
-                if e == PoolError::Overload {
-                    core.stats
-                        .rejected
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
-                Err(item)
-            }
+        super::try_submit_inner(&self.inner.core, item).map_err(|(_, item)| item)?;
+        if self.yield_after_serve && crate::coro::in_goroutine() {
+            // fasthttp's `workerChanCap` on one proc: switch to the worker.
+            crate::yield_now();
         }
+        Ok(())
     }
 
     /// The cap on workers.
