@@ -31,7 +31,7 @@ fn bucket_max(i: usize) -> u64 {
     let e = ((i - SUB) / SUB) as u32 + SUB_BITS;
     let mant = ((i - SUB) % SUB) as u64;
     let lo = (SUB as u64 + mant) << (e - SUB_BITS);
-    lo + (1u64 << (e - SUB_BITS)) - 1
+    lo + ((1u64 << (e - SUB_BITS)) - 1)
 }
 
 pub(crate) struct Counters {
