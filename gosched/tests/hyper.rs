@@ -88,6 +88,10 @@ fn serve_and_call(per: PerConnection) {
                         .header(hyper::header::HOST, "localhost")
                         .body(Full::new(Bytes::from(format!("body {c} {i}"))))
                         .unwrap();
+                    // hyper's rule: wait until the connection can take the
+                    // next request (its driver may still be finishing the
+                    // last response: "connection was not ready").
+                    sender.ready().await.unwrap();
                     let resp = sender.send_request(req).await.unwrap();
                     assert_eq!(resp.status(), 200);
                     let body = resp.into_body().collect().await.unwrap().to_bytes();
