@@ -21,17 +21,8 @@ use gosched::pool::{
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
-/// Run `f` on its own thread; fail (instead of hanging) if it does not finish.
 fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(DEADLINE) {
-        Ok(v) => v,
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: no progress in {DEADLINE:?}"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked (see above)"),
-    }
+    common::within(what, DEADLINE, f)
 }
 
 /// Poll `cond` until it holds (time is the subject: purges, lazy exits), or

@@ -622,12 +622,15 @@ impl<J: Send + 'static> Core<J> {
         true
     }
 
-    /// Wait until every worker and the purge goroutine have exited.
-    pub(crate) fn exited(&self) -> Exited<'_, J> {
-        Exited {
-            core: self,
-            key: None,
-        }
+    /// Wait until every worker and the purge goroutine have exited (the
+    /// last one out notifies `exit_waiters`).
+    pub(crate) fn exited(&self) -> impl Future<Output = ()> + Send + '_ {
+        Until::new(
+            &self.state,
+            |st| &mut st.exit_waiters,
+            WaitReason::PoolSubmit,
+            move |st: &State<J>| self.running() == 0 && st.purgers == 0,
+        )
     }
 
     /// Reopen a closed pool (ants' `Reboot`); nothing on an open one.
@@ -635,12 +638,14 @@ impl<J: Send + 'static> Core<J> {
         self.open().map(drop)
     }
 
-    /// Until no task is in flight.
-    pub(crate) fn idle(&self) -> AllDone<'_, J> {
-        AllDone {
-            core: self,
-            key: None,
-        }
+    /// Until no task is in flight (`finish_one` notifies at zero).
+    pub(crate) fn idle(&self) -> impl Future<Output = ()> + Send + '_ {
+        Until::new(
+            &self.idle_waiters,
+            |list| list,
+            WaitReason::WaitGroup,
+            move |_: &WaitList<()>| self.in_flight() == 0,
+        )
     }
 }
 
@@ -817,76 +822,62 @@ impl<J: Send + 'static> Drop for Acquire<'_, J> {
     }
 }
 
-/// Future of [`Core::exited`].
-pub(crate) struct Exited<'a, J: Send + 'static> {
-    core: &'a Core<J>,
+/// Wait on a `WaitList` until `done` holds. `done` is checked under the
+/// list's lock, and whoever makes it hold takes that lock afterwards and
+/// notifies the whole list: either the waiter sees it hold, or it is queued
+/// when it is notified (no lost wake-up). Cancel-safe.
+pub(crate) struct Until<'a, S, F> {
+    lock: &'a Mutex<S>,
+    list: fn(&mut S) -> &mut WaitList<()>,
+    done: F,
+    reason: WaitReason,
     key: Option<Key>,
 }
 
-impl<J: Send + 'static> Future for Exited<'_, J> {
+impl<'a, S, F: Fn(&S) -> bool + Unpin> Until<'a, S, F> {
+    pub(crate) fn new(
+        lock: &'a Mutex<S>,
+        list: fn(&mut S) -> &mut WaitList<()>,
+        reason: WaitReason,
+        done: F,
+    ) -> Self {
+        Until {
+            lock,
+            list,
+            done,
+            reason,
+            key: None,
+        }
+    }
+}
+
+impl<S, F: Fn(&S) -> bool + Unpin> Future for Until<'_, S, F> {
     type Output = ();
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut st = lock(&self.core.state);
-        if let Some(key) = self.key {
-            return match st.exit_waiters.poll(key, cx.waker()) {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let mut g = lock(this.lock);
+        if let Some(key) = this.key {
+            return match (this.list)(&mut g).poll(key, cx.waker()) {
                 Some(()) => {
-                    self.key = None;
+                    this.key = None;
                     Poll::Ready(())
                 }
-                None => pending(WaitReason::PoolSubmit, cx),
+                None => pending(this.reason, cx),
             };
         }
-        if self.core.running() == 0 && st.purgers == 0 {
+        if (this.done)(&g) {
             return Poll::Ready(());
         }
-        self.key = Some(st.exit_waiters.push_back((), cx.waker()));
-        pending(WaitReason::PoolSubmit, cx)
+        this.key = Some((this.list)(&mut g).push_back((), cx.waker()));
+        pending(this.reason, cx)
     }
 }
 
-impl<J: Send + 'static> Drop for Exited<'_, J> {
+impl<S, F> Drop for Until<'_, S, F> {
     fn drop(&mut self) {
         if let Some(key) = self.key.take() {
-            let _ = lock(&self.core.state).exit_waiters.cancel(key);
-        }
-    }
-}
-
-/// Future of [`Core::idle`].
-pub(crate) struct AllDone<'a, J: Send + 'static> {
-    core: &'a Core<J>,
-    key: Option<Key>,
-}
-
-impl<J: Send + 'static> Future for AllDone<'_, J> {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut list = lock(&self.core.idle_waiters);
-        if let Some(key) = self.key {
-            return match list.poll(key, cx.waker()) {
-                Some(()) => {
-                    self.key = None;
-                    Poll::Ready(())
-                }
-                None => pending(WaitReason::WaitGroup, cx),
-            };
-        }
-        // Checked under the list's lock: `finish_one` takes it after the
-        // count reaches zero, so either we see zero or it sees us queued.
-        if self.core.in_flight() == 0 {
-            return Poll::Ready(());
-        }
-        self.key = Some(list.push_back((), cx.waker()));
-        pending(WaitReason::WaitGroup, cx)
-    }
-}
-
-impl<J: Send + 'static> Drop for AllDone<'_, J> {
-    fn drop(&mut self) {
-        if let Some(key) = self.key.take() {
-            let _ = lock(&self.core.idle_waiters).cancel(key);
+            let _ = (self.list)(&mut lock(self.lock)).cancel(key);
         }
     }
 }

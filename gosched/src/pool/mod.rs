@@ -89,7 +89,7 @@ use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use self::core::{Core, Dispatch, Options, Ran, Slot};
-use crate::sync::waitlist::{Key, WaitList};
+use crate::sync::waitlist::WaitList;
 use crate::{JoinHandle, SpawnError};
 
 pub use self::multi::{LoadBalancing, MultiPool, MultiPoolWithFunc};
@@ -612,56 +612,13 @@ impl CancelToken {
 
     /// Completes once the token fires.
     pub fn cancelled(&self) -> impl Future<Output = ()> + Send + '_ {
-        struct Fired<'a> {
-            token: &'a CancelToken,
-            key: Option<Key>,
-        }
-        impl Future for Fired<'_> {
-            type Output = ();
-            fn poll(
-                mut self: std::pin::Pin<&mut Self>,
-                cx: &mut std::task::Context<'_>,
-            ) -> Poll<()> {
-                let mut list = self
-                    .token
-                    .inner
-                    .waiters
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
-                if let Some(key) = self.key {
-                    return match list.poll(key, cx.waker()) {
-                        Some(()) => {
-                            self.key = None;
-                            Poll::Ready(())
-                        }
-                        None => Poll::Pending,
-                    };
-                }
-                // Checked under the lock that `cancel` takes after setting it.
-                if self.token.is_cancelled() {
-                    return Poll::Ready(());
-                }
-                self.key = Some(list.push_back((), cx.waker()));
-                Poll::Pending
-            }
-        }
-        impl Drop for Fired<'_> {
-            fn drop(&mut self) {
-                if let Some(key) = self.key.take() {
-                    let _ = self
-                        .token
-                        .inner
-                        .waiters
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .cancel(key);
-                }
-            }
-        }
-        Fired {
-            token: self,
-            key: None,
-        }
+        // `cancel` sets the flag, then takes the list's lock to notify.
+        self::core::Until::new(
+            &self.inner.waiters,
+            |list| list,
+            crate::sched::wait::WaitReason::None,
+            move |_| self.is_cancelled(),
+        )
     }
 }
 

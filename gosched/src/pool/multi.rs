@@ -136,28 +136,25 @@ impl<J: Send + 'static> Multi<J> {
         self.pools.iter().map(|o| f(&o.core)).sum()
     }
 
-    fn cap(&self) -> isize {
+    /// The sum of `f` over the sub-pools, or -1 if one is unlimited.
+    fn sum_or_unlimited(&self, f: impl Fn(&Core<J>) -> isize) -> isize {
         let mut total = 0;
         for o in &self.pools {
-            let c = o.core.cap();
-            if c < 0 {
+            let v = f(&o.core);
+            if v < 0 {
                 return -1;
             }
-            total += c;
+            total += v;
         }
         total
     }
 
+    fn cap(&self) -> isize {
+        self.sum_or_unlimited(Core::cap)
+    }
+
     fn free(&self) -> isize {
-        let mut total = 0;
-        for o in &self.pools {
-            let f = o.core.free();
-            if f < 0 {
-                return -1;
-            }
-            total += f;
-        }
-        total
+        self.sum_or_unlimited(Core::free)
     }
 
     fn release_timeout(&self, d: Duration) -> Result<(), PoolError> {

@@ -80,3 +80,22 @@ pub fn run_child_test_with(name: &str, env: &str, vars: &[(&str, &str)]) -> std:
         .output()
         .unwrap()
 }
+
+/// Run `f` on its own thread; fail (instead of hanging) if it does not
+/// finish within `deadline`. A hung runtime is leaked, not dropped.
+pub fn within<T: Send + 'static>(
+    what: &str,
+    deadline: std::time::Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    use std::sync::mpsc;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(deadline) {
+        Ok(v) => v,
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: no progress in {deadline:?}"),
+        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked (see above)"),
+    }
+}
