@@ -12,7 +12,7 @@ use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
@@ -22,19 +22,8 @@ use gosched::Builder;
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
-/// Run `f` on its own thread; fail (instead of hanging) if it does not finish in
-/// time. A hung runtime is leaked, not dropped: dropping it would wait for the
-/// blocked M.
 fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(DEADLINE) {
-        Ok(v) => v,
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: no progress in {DEADLINE:?}"),
-        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked (see above)"),
-    }
+    common::within(what, DEADLINE, f)
 }
 
 /// Counts wake-ups, for manual polling.
