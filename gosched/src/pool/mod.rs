@@ -42,7 +42,7 @@
 //! # Beyond ants
 //!
 //! - [`submit_with_result`](Pool::submit_with_result) returns a
-//!   [`JoinHandle`](crate::JoinHandle) (a panic in the task reaches the handle);
+//!   [`JoinHandle`] (a panic in the task reaches the handle);
 //! - [`wait`](Pool::wait) until every submitted task has finished;
 //! - [`CancelToken`]: [`submit_with_cancel`](Pool::submit_with_cancel)'s task
 //!   resolves as cancelled if the token fires before a worker starts it, and a
@@ -788,7 +788,7 @@ impl Pool {
     }
 
     /// Run `f` on a worker and get its result through a
-    /// [`JoinHandle`](crate::JoinHandle): a panic in `f` reaches the handle
+    /// [`JoinHandle`]: a panic in `f` reaches the handle
     /// (`JoinError::is_panic`, counted in `stats().panicked`, not passed to
     /// the panic handler).
     pub fn submit_with_result<F, T>(&self, f: F) -> Result<JoinHandle<T>, PoolError>
