@@ -107,3 +107,19 @@ func sizeModeArgs(modes ...string) (int64, string) {
 	os.Exit(2)
 	return 0, ""
 }
+
+// submitters is W9p's number of goroutines submitting at once: 4 per P
+// (SUBMITTERS_PER_PROC in bench/src/workloads/w9_pool.rs).
+func submitters() int {
+	return 4 * runtime.GOMAXPROCS(0)
+}
+
+// share is W9p's submits of submitter i of units, n in all: the first
+// n % units take one more.
+func share(n int64, units, i int) int64 {
+	s := n / int64(units)
+	if int64(i) < n%int64(units) {
+		s++
+	}
+	return s
+}

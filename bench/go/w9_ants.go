@@ -13,10 +13,16 @@
 //   - pool-throughput, multi-throughput (W9t, BenchmarkAntsPoolThroughput,
 //     BenchmarkAntsMultiPoolThroughput): n Submit(demoFunc); timed: the
 //     submit loop only (Submit blocks while all 50,000 workers are busy).
+//   - pool-parallel (W9p, BenchmarkParallelAntsPoolThroughput): the same
+//     NewPool(50000); the root spawns submitters() = 4 × GOMAXPROCS
+//     goroutines that each Submit(demoFunc) their share of the n tasks and
+//     send their count of nil errors on a buffered channel. Timed: until the
+//     root has every count. (b.RunParallel runs GOMAXPROCS × parallelism
+//     goroutines, parallelism 1 unless b.SetParallelism; here 4.)
 //
 // The result is the number of Submit calls that returned nil.
 //
-// usage: GOMAXPROCS=procs w9_ants <n> pool|multi|pool-throughput|multi-throughput
+// usage: GOMAXPROCS=procs w9_ants <n> pool|multi|pool-throughput|multi-throughput|pool-parallel
 package main
 
 import (
@@ -44,14 +50,14 @@ type submitter interface {
 }
 
 func main() {
-	n, mode := sizeModeArgs("pool", "multi", "pool-throughput", "multi-throughput")
+	n, mode := sizeModeArgs("pool", "multi", "pool-throughput", "multi-throughput", "pool-parallel")
 	warmUp()
 
 	var p submitter
 	var err error
 	impl := "ants"
 	switch mode {
-	case "pool", "pool-throughput":
+	case "pool", "pool-throughput", "pool-parallel":
 		p, err = ants.NewPool(poolCap, ants.WithExpiryDuration(defaultExpiryTime))
 	default:
 		impl = "ants-multi"
@@ -79,6 +85,28 @@ func main() {
 			done <- out{time.Since(t), ok}
 			return
 		}
+		if mode == "pool-parallel" {
+			units := submitters()
+			counts := make(chan int64, units)
+			t := time.Now()
+			for u := 0; u < units; u++ {
+				k := share(n, units, u)
+				go func() {
+					var accepted int64
+					for i := int64(0); i < k; i++ {
+						if p.Submit(demoFunc) == nil {
+							accepted++
+						}
+					}
+					counts <- accepted
+				}()
+			}
+			for u := 0; u < units; u++ {
+				ok += <-counts
+			}
+			done <- out{time.Since(t), ok}
+			return
+		}
 		var wg sync.WaitGroup
 		t := time.Now()
 		wg.Add(int(n))
@@ -97,8 +125,11 @@ func main() {
 	}()
 	r := <-done
 	workload := "w9"
-	if mode == "pool-throughput" || mode == "multi-throughput" {
+	switch mode {
+	case "pool-throughput", "multi-throughput":
 		workload = "w9t"
+	case "pool-parallel":
+		workload = "w9p"
 	}
 	reportImpl(workload, impl, n, r.elapsed, r.ok)
 }

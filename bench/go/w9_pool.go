@@ -8,8 +8,13 @@
 //   - throughput (W9t): the root spawns n goroutines that each sleep 10 ms
 //     (`go demoFunc()`). Timed: the spawn loop only; nothing waits for them
 //     (ants' benchmark does not either).
+//   - parallel (W9p, the no-pool peer of BenchmarkParallelAntsPoolThroughput):
+//     the root spawns submitters() = 4 × GOMAXPROCS goroutines that each
+//     spawn their share of the n goroutines (`go demoFunc()`) and send their
+//     count on a buffered channel. Timed: until the root has every count;
+//     nothing waits for the tasks.
 //
-// usage: GOMAXPROCS=procs w9_pool <n> wait|throughput    prints one JSON line
+// usage: GOMAXPROCS=procs w9_pool <n> wait|throughput|parallel    prints one JSON line
 package main
 
 import (
@@ -23,7 +28,7 @@ func demoFunc() {
 }
 
 func main() {
-	n, mode := sizeModeArgs("wait", "throughput")
+	n, mode := sizeModeArgs("wait", "throughput", "parallel")
 	warmUp()
 	type out struct {
 		elapsed time.Duration
@@ -37,6 +42,26 @@ func main() {
 				go demoFunc()
 			}
 			done <- out{time.Since(t), n}
+			return
+		}
+		if mode == "parallel" {
+			units := submitters()
+			counts := make(chan int64, units)
+			t := time.Now()
+			for u := 0; u < units; u++ {
+				k := share(n, units, u)
+				go func() {
+					for i := int64(0); i < k; i++ {
+						go demoFunc()
+					}
+					counts <- k
+				}()
+			}
+			var total int64
+			for u := 0; u < units; u++ {
+				total += <-counts
+			}
+			done <- out{time.Since(t), total}
 			return
 		}
 		var wg sync.WaitGroup
@@ -53,8 +78,11 @@ func main() {
 	}()
 	r := <-done
 	workload := "w9"
-	if mode == "throughput" {
+	switch mode {
+	case "throughput":
 		workload = "w9t"
+	case "parallel":
+		workload = "w9p"
 	}
 	reportImpl(workload, "go", n, r.elapsed, r.count)
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 use workloads::{Impl, Workload};
 
 const USAGE: &str = "\
-usage: gosched-bench [all | w1 w2 w3 w4 w5 w7 w9 w9t ...] [options]   (w5 = both W5 rows; w5-0 = cap 0 only)
+usage: gosched-bench [all | w1 w2 w3 w4 w5 w7 w9 w9t w9p ...] [options]   (w5 = both W5 rows; w5-0 = cap 0 only)
        gosched-bench run <workload> <impl> <procs> <size>   (one measurement)
 
 options:

@@ -205,10 +205,13 @@ pub enum Workload {
     /// Pool submit throughput: the submit loop of W9 alone (ants'
     /// `BenchmarkAntsPoolThroughput`).
     W9tSubmit,
+    /// Parallel submit throughput: procs × 4 submitters into one pool at
+    /// once (ants' `BenchmarkParallelAntsPoolThroughput`).
+    W9pParallel,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 17] = [
+    pub const ALL: [Workload; 18] = [
         Workload::W1Spawn,
         Workload::W2Skynet,
         Workload::W3Pingpong,
@@ -222,6 +225,7 @@ impl Workload {
         Workload::W8Sleep,
         Workload::W9Pool,
         Workload::W9tSubmit,
+        Workload::W9pParallel,
         Workload::W13Churn,
         Workload::W6Fairness,
         Workload::W10Syscall,
@@ -247,6 +251,7 @@ impl Workload {
             Workload::W12Echo => "w12",
             Workload::W9Pool => "w9",
             Workload::W9tSubmit => "w9t",
+            Workload::W9pParallel => "w9p",
         }
     }
 
@@ -269,6 +274,7 @@ impl Workload {
             Workload::W12Echo => "echo",
             Workload::W9Pool => "pool",
             Workload::W9tSubmit => "submit",
+            Workload::W9pParallel => "parallel-submit",
         }
     }
 
@@ -285,7 +291,7 @@ impl Workload {
     pub fn program(self) -> String {
         match self {
             Workload::W5Mpmc | Workload::W5Mpmc0 => "w5_mpmc".into(),
-            Workload::W9Pool | Workload::W9tSubmit => "w9_pool".into(),
+            Workload::W9Pool | Workload::W9tSubmit | Workload::W9pParallel => "w9_pool".into(),
             w => format!("{}_{}", w.id(), w.name()),
         }
     }
@@ -307,8 +313,10 @@ impl Workload {
             (Workload::W9Pool, Impl::AntsMulti) => "multi",
             (Workload::W9tSubmit, Impl::Ants) => "pool-throughput",
             (Workload::W9tSubmit, Impl::AntsMulti) => "multi-throughput",
+            (Workload::W9pParallel, Impl::Ants) => "pool-parallel",
             (Workload::W9Pool, _) => "wait",
             (Workload::W9tSubmit, _) => "throughput",
+            (Workload::W9pParallel, _) => "parallel",
             _ => {
                 return match self.cap() {
                     Some(cap) => vec![cap.to_string()],
@@ -360,7 +368,8 @@ impl Workload {
             _ if imp == Impl::GoschedGoChan => self == Workload::W2Skynet,
             _ if imp == Impl::Java => self == Workload::W12Echo,
             // Pools: ants' benchmark rows, and the goroutine and tokio rows
-            // that do the same without a pool (W9t: ants' throughput rows).
+            // that do the same without a pool (W9t: ants' throughput rows;
+            // W9p: its parallel one, for the single pool only).
             Workload::W9Pool => matches!(
                 imp,
                 Impl::GoschedPool
@@ -374,6 +383,10 @@ impl Workload {
             Workload::W9tSubmit => matches!(
                 imp,
                 Impl::GoschedPool | Impl::GoschedGo | Impl::Go | Impl::Ants | Impl::AntsMulti
+            ),
+            Workload::W9pParallel => matches!(
+                imp,
+                Impl::GoschedPool | Impl::GoschedGo | Impl::Go | Impl::Ants
             ),
             _ if matches!(
                 imp,
@@ -431,7 +444,10 @@ impl Workload {
         match (self, imp) {
             (Workload::W3Pingpong | Workload::W5Mpmc0, Impl::Tokio) => Some("cap 1"),
             (Workload::W3Pingpong, Impl::May) => Some("unbounded"),
-            (Workload::W9Pool | Workload::W9tSubmit, Impl::GoschedGo | Impl::Go) => Some("no pool"),
+            (
+                Workload::W9Pool | Workload::W9tSubmit | Workload::W9pParallel,
+                Impl::GoschedGo | Impl::Go,
+            ) => Some("no pool"),
             (Workload::W9Pool, Impl::Tokio) => Some("semaphore"),
             (_, i) if i.is_threads() => Some("threads"),
             _ => None,
@@ -449,6 +465,9 @@ impl Workload {
             ),
             (Workload::W9Pool | Workload::W9tSubmit, Impl::GoschedGo | Impl::Go) => {
                 Some("one goroutine per task, no pool (ants' BenchmarkGoroutines)")
+            }
+            (Workload::W9pParallel, Impl::GoschedGo | Impl::Go) => {
+                Some("each submitter spawns one goroutine per task, no pool")
             }
             (Workload::W9Pool, Impl::Tokio) => Some(
                 "a tokio task per task behind a tokio::sync::Semaphore of 50,000 permits: tokio has no task pool",
@@ -490,8 +509,8 @@ impl Workload {
             (Workload::W12Echo, false) => 5_000,
             (Workload::W12Echo, true) => 1_000,
             // Tasks (the pool's capacity stays 50,000).
-            (Workload::W9Pool | Workload::W9tSubmit, false) => 1_000_000,
-            (Workload::W9Pool | Workload::W9tSubmit, true) => 200_000,
+            (Workload::W9Pool | Workload::W9tSubmit | Workload::W9pParallel, false) => 1_000_000,
+            (Workload::W9Pool | Workload::W9tSubmit | Workload::W9pParallel, true) => 200_000,
         }
     }
 
@@ -618,6 +637,13 @@ impl Workload {
                 group(size),
                 group(w9_pool::CAP as u64)
             ),
+            Workload::W9pParallel => format!(
+                "{} units (procs × {}) at once submit {} tasks in all that each sleep 10 ms to one pool of {}; until every submitter has returned, per submit (ants' BenchmarkParallelAntsPoolThroughput)",
+                w9_pool::submitters(procs),
+                w9_pool::SUBMITTERS_PER_PROC,
+                group(size),
+                group(w9_pool::CAP as u64)
+            ),
             Workload::W10Syscall => format!(
                 "{procs} CPU units (20 µs chunks, then a yield) for {} ms alone, then beside {} units looping on a blocking 50 ms call; % of the CPU work kept (higher is better)",
                 group(size),
@@ -642,7 +668,7 @@ impl Workload {
             Workload::W10Syscall => "% kept",
             Workload::W12Echo => "ns/msg",
             Workload::W9Pool => "ms",
-            Workload::W9tSubmit => "ns/submit",
+            Workload::W9tSubmit | Workload::W9pParallel => "ns/submit",
         }
     }
 
@@ -655,7 +681,8 @@ impl Workload {
             | Workload::T1After
             | Workload::W8Sleep
             | Workload::W9Pool
-            | Workload::W9tSubmit => size,
+            | Workload::W9tSubmit
+            | Workload::W9pParallel => size,
             Workload::W13Churn => size * w13_churn::ROUNDS,
             Workload::W12Echo => size * w12_echo::CONNS,
             Workload::S1Syscall | Workload::S2Getppid => {
@@ -683,7 +710,8 @@ impl Workload {
             | Workload::T1After
             | Workload::S1Syscall
             | Workload::S2Getppid
-            | Workload::W9tSubmit => s.elapsed_ns as f64 / size as f64,
+            | Workload::W9tSubmit
+            | Workload::W9pParallel => s.elapsed_ns as f64 / size as f64,
             Workload::W7Parked => {
                 let delta_kb = s.rss_after_kb.saturating_sub(s.rss_before_kb);
                 (delta_kb * 1024) as f64 / size as f64
@@ -723,7 +751,8 @@ impl Workload {
             | Workload::T1After
             | Workload::S1Syscall
             | Workload::S2Getppid
-            | Workload::W9tSubmit => {
+            | Workload::W9tSubmit
+            | Workload::W9pParallel => {
                 format!("{:.0} ms", median_elapsed_ns / 1e6)
             }
             Workload::W7Parked => format!("{:.0} ms to park", median_elapsed_ns / 1e6),
@@ -833,6 +862,7 @@ pub fn run_one(w: Workload, imp: Impl, procs: usize, size: u64) -> Result<(), St
         Workload::W12Echo => w12_echo::run(imp, procs, size),
         Workload::W9Pool => w9_pool::run(imp, procs, size),
         Workload::W9tSubmit => w9_pool::run_throughput(imp, procs, size),
+        Workload::W9pParallel => w9_pool::run_parallel(imp, procs, size),
     };
     let line = crate::json::Obj::new()
         .str("workload", w.id())
@@ -1022,6 +1052,40 @@ mod tests {
             Workload::W9tSubmit.go_args(Impl::AntsMulti),
             ["multi-throughput"]
         );
+        // W9p: the single pool and the goroutines, from procs × 4 submitters.
+        assert_eq!(Workload::select("w9p"), vec![Workload::W9pParallel]);
+        assert_eq!(
+            Workload::select("w9_pool"),
+            vec![Workload::W9Pool, Workload::W9tSubmit, Workload::W9pParallel]
+        );
+        for imp in [Impl::GoschedPool, Impl::GoschedGo, Impl::Go, Impl::Ants] {
+            assert!(Workload::W9pParallel.runs(imp));
+        }
+        for imp in [
+            Impl::GoschedPoolFunc,
+            Impl::AntsMulti,
+            Impl::Tokio,
+            Impl::May,
+        ] {
+            assert!(!Workload::W9pParallel.runs(imp));
+        }
+        assert_eq!(Workload::W9pParallel.go_program(Impl::Ants), "w9_ants");
+        assert_eq!(Workload::W9pParallel.go_program(Impl::Go), "w9_pool");
+        assert_eq!(Workload::W9pParallel.go_args(Impl::Ants), ["pool-parallel"]);
+        assert_eq!(Workload::W9pParallel.go_args(Impl::Go), ["parallel"]);
+        assert_eq!(Workload::W9pParallel.label(Impl::Go), Some("no pool"));
+        assert_eq!(Workload::W9pParallel.unit(), "ns/submit");
+        assert_eq!(
+            (
+                Workload::W9pParallel.size(false),
+                Workload::W9pParallel.size(true)
+            ),
+            (1_000_000, 200_000)
+        );
+        assert_eq!(Workload::W9pParallel.expected(200_000, 2), Some(200_000));
+        assert!(Workload::W9pParallel
+            .describe(1_000_000, 2)
+            .starts_with("8 units"));
         assert_eq!(Workload::W5Mpmc0.go_args(Impl::Go), ["0"]);
         assert!(Impl::GoschedPool.races(Impl::Ants) && !Impl::GoschedGo.races(Impl::Ants));
     }

@@ -22,6 +22,17 @@
 //!   nothing waits for the tasks (ants' benchmark does not either; the
 //!   process exits). A submit parks while all [`CAP`] workers are busy, so a
 //!   pool's loop takes at least `n / CAP × 10 ms` (200 ms for 1,000,000).
+//! - W9p (`BenchmarkParallelAntsPoolThroughput`; no pool:
+//!   `go demoFunc()` from as many submitters): the root starts the clock,
+//!   spawns [`submitters`]`(procs)` = procs × [`SUBMITTERS_PER_PROC`] units
+//!   that share the one pool (gosched-pool: clones of it) and each submit
+//!   their [`share`] of the `n` tasks (the first `n % P` one more), each
+//!   returning its count of accepted submits; the root joins them all and
+//!   sums. Timed: until the last submitter has returned, reported per
+//!   submit (as ants' ns/op there: `b.RunParallel` shares `b.N` among its
+//!   goroutines). ants' `RunParallel` runs `GOMAXPROCS` × parallelism
+//!   goroutines (parallelism 1 unless `SetParallelism`); we take 4 per proc,
+//!   so that submitters outnumber Ps. Nothing waits for the tasks, as in W9t.
 //!
 //! The gosched pools are built as ants' benchmark builds its pool: capacity
 //! [`CAP`], idle workers expire after [`EXPIRY`] (ants' default is 1 s; its
@@ -39,6 +50,21 @@ pub const SLEEP: Duration = Duration::from_millis(10);
 
 /// Idle workers' expiry (ants' benchmark `DefaultExpiredTime`).
 pub const EXPIRY: Duration = Duration::from_secs(10);
+
+/// W9p: submitters per proc (`b.SetParallelism(4)` in ants' terms).
+pub const SUBMITTERS_PER_PROC: usize = 4;
+
+/// W9p: how many submitters run at once at `procs`.
+pub fn submitters(procs: usize) -> usize {
+    procs.max(1) * SUBMITTERS_PER_PROC
+}
+
+/// W9p: the submits of submitter `i` of `p`, `n` in all (the first `n % p`
+/// submitters take one more).
+pub fn share(n: u64, p: usize, i: usize) -> u64 {
+    let p = p as u64;
+    n / p + u64::from((i as u64) < n % p)
+}
 
 /// W9: submit `n` sleeping tasks and wait for all.
 pub fn run(imp: Impl, procs: usize, n: u64) -> Sample {
@@ -64,6 +90,20 @@ pub fn run_throughput(imp: Impl, procs: usize, n: u64) -> Sample {
         Impl::GoschedPool => gosched_pool_throughput(procs, n),
         #[cfg(feature = "gosched")]
         Impl::GoschedGo => gosched_go_throughput(procs, n),
+        _ => {
+            let _ = (procs, n);
+            unreachable!("{imp:?} is not built into this binary")
+        }
+    }
+}
+
+/// W9p: `n` submits of a sleeping task from [`submitters`] units at once.
+pub fn run_parallel(imp: Impl, procs: usize, n: u64) -> Sample {
+    match imp {
+        #[cfg(feature = "gosched")]
+        Impl::GoschedPool => gosched_pool_parallel(procs, n),
+        #[cfg(feature = "gosched")]
+        Impl::GoschedGo => gosched_go_parallel(procs, n),
         _ => {
             let _ = (procs, n);
             unreachable!("{imp:?} is not built into this binary")
@@ -223,4 +263,83 @@ fn gosched_go_throughput(procs: usize, n: u64) -> Sample {
         }))
         .expect("root goroutine");
     Sample::timed(elapsed, n)
+}
+
+/// W9p, `gosched::pool::Pool`: [`submitters`] goroutines, each with a clone
+/// of the one pool, submit their [`share`] of `n` 10 ms sleeps; timed until
+/// the root has joined them all.
+#[cfg(feature = "gosched")]
+fn gosched_pool_parallel(procs: usize, n: u64) -> Sample {
+    let rt = super::gosched_runtime(procs);
+    let p = submitters(procs);
+    let (elapsed, ok) = rt
+        .block_on(rt.go(move || {
+            let pool = pool_builder().build().expect("pool");
+            let t = Instant::now();
+            let hs: Vec<_> = (0..p)
+                .map(|i| {
+                    let pool = pool.clone();
+                    gosched::go(move || {
+                        let mut ok = 0;
+                        for _ in 0..share(n, p, i) {
+                            if pool.submit(|| gosched::time::sleep(SLEEP)).is_ok() {
+                                ok += 1;
+                            }
+                        }
+                        ok
+                    })
+                })
+                .collect();
+            let ok: u64 = hs.into_iter().map(|h| h.join().expect("submitter")).sum();
+            let elapsed = t.elapsed();
+            // As in W9t: the tasks still run; the runtime's shutdown unwinds
+            // the workers still asleep.
+            drop(pool);
+            (elapsed, ok)
+        }))
+        .expect("root goroutine");
+    drop(rt);
+    Sample::timed(elapsed, ok)
+}
+
+/// W9p, plain goroutines: [`submitters`] goroutines each spawn their
+/// [`share`] of `n` goroutines that sleep 10 ms; timed until the root has
+/// joined the submitters.
+#[cfg(feature = "gosched")]
+fn gosched_go_parallel(procs: usize, n: u64) -> Sample {
+    let rt = super::gosched_runtime(procs);
+    let p = submitters(procs);
+    let (elapsed, spawned) = rt
+        .block_on(rt.go(move || {
+            let t = Instant::now();
+            let hs: Vec<_> = (0..p)
+                .map(|i| {
+                    gosched::go(move || {
+                        let k = share(n, p, i);
+                        for _ in 0..k {
+                            gosched::go(|| gosched::time::sleep(SLEEP));
+                        }
+                        k
+                    })
+                })
+                .collect();
+            let spawned: u64 = hs.into_iter().map(|h| h.join().expect("submitter")).sum();
+            (t.elapsed(), spawned)
+        }))
+        .expect("root goroutine");
+    Sample::timed(elapsed, spawned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_sum_to_n() {
+        assert_eq!(submitters(2), 8);
+        assert_eq!(share(1_000_000, 8, 0), 125_000);
+        let (n, p) = (1_000_003, 12);
+        assert_eq!((0..p).map(|i| share(n, p, i)).sum::<u64>(), n);
+        assert_eq!((share(n, p, 6), share(n, p, 7)), (83_334, 83_333));
+    }
 }
