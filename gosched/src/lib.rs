@@ -96,10 +96,101 @@ pub use coro::local::GoLocal;
 pub use coro::{block_on, Go, SpawnError};
 #[cfg(not(loom))]
 pub use coro::{syscall, syscall_async, syscall_local, SyscallFuture};
+/// Run `main` as the main goroutine: `#[gosched::main]`, or
+/// `#[gosched::main(procs = 4, stack_size = 65536, deadlock_detection = true)]`.
+///
+/// A plain `fn main` runs as a goroutine (its blocking calls park a
+/// goroutine, not the thread); an `async fn main` runs as a future on the
+/// runtime. `main` may return a value (`Result<(), E>`, as usual); it must
+/// be `Send` (for errors: `Box<dyn Error + Send + Sync>`), since the
+/// goroutine hands it to the main thread. As in Go, the program ends when
+/// `main` returns: goroutines still running are not waited for.
+///
+/// ```
+/// #[gosched::main(procs = 2)]
+/// fn main() {
+///     let h = gosched::go(|| 21 * 2);
+///     assert_eq!(h.join().unwrap(), 42);
+/// }
+/// ```
+#[cfg(not(loom))]
+pub use gosched_macros::main;
+/// A test in a fresh runtime: `#[gosched::test]` (with the options of
+/// [`macro@main`]). A plain `fn` runs as a goroutine, an `async fn` as a
+/// future on the runtime; a panic fails the test as usual, and the runtime
+/// is shut down when the test ends.
+///
+/// ```
+/// #[gosched::test(procs = 1)]
+/// async fn sleeps() {
+///     gosched::time::sleep_async(std::time::Duration::from_millis(1)).await;
+/// }
+/// ```
+#[cfg(not(loom))]
+pub use gosched_macros::test;
 #[cfg(not(loom))]
 pub use runtime::{Builder, Runtime};
 #[cfg(not(loom))]
 pub use sched::task::{JoinError, JoinHandle, TaskId};
+
+/// What the attribute macros expand to. Not public API.
+#[cfg(not(loom))]
+#[doc(hidden)]
+pub mod __private {
+    use std::future::Future;
+    use std::time::Duration;
+
+    use crate::{JoinError, Runtime};
+
+    /// A test's runtime gets this long to shut down; a goroutine that never
+    /// blocks keeps its M, and then the runtime is left running detached.
+    const TEST_SHUTDOWN: Duration = Duration::from_secs(10);
+
+    fn unwrap_main<T>(what: &str, r: Result<T, JoinError>) -> T {
+        match r {
+            Ok(v) => v,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => panic!("{what}: {e}"),
+        }
+    }
+
+    /// `#[gosched::main]` on a plain `fn`: the body is the main goroutine.
+    /// The runtime is left running when it returns (the process is ending).
+    pub fn main_goroutine<T: Send + 'static>(
+        rt: Runtime,
+        body: impl FnOnce() -> T + Send + 'static,
+    ) -> T {
+        let h = rt.go(body);
+        let out = rt.block_on(h);
+        std::mem::forget(rt);
+        unwrap_main("the main goroutine was cancelled", out)
+    }
+
+    /// `#[gosched::main]` on an `async fn`.
+    pub fn main_future<F: Future>(rt: Runtime, body: F) -> F::Output {
+        let out = rt.block_on(body);
+        std::mem::forget(rt);
+        out
+    }
+
+    /// `#[gosched::test]` on a plain `fn`.
+    pub fn test_goroutine<T: Send + 'static>(
+        rt: Runtime,
+        body: impl FnOnce() -> T + Send + 'static,
+    ) -> T {
+        let h = rt.go(body);
+        let out = rt.block_on(h);
+        rt.shutdown_timeout(TEST_SHUTDOWN);
+        unwrap_main("the test's goroutine was cancelled", out)
+    }
+
+    /// `#[gosched::test]` on an `async fn`.
+    pub fn test_future<F: Future>(rt: Runtime, body: F) -> F::Output {
+        let out = rt.block_on(body);
+        rt.shutdown_timeout(TEST_SHUTDOWN);
+        out
+    }
+}
 
 /// Start a goroutine on the current runtime (the global one outside any runtime).
 ///

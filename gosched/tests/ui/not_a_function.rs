@@ -1,0 +1,4 @@
+#[gosched::main]
+struct Main;
+
+fn main() {}

@@ -1,0 +1,2 @@
+#[gosched::main(procs)]
+fn main() {}

@@ -1,0 +1,5 @@
+#[gosched::test]
+#[test]
+fn twice_a_test() {}
+
+fn main() {}

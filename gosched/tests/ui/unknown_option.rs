@@ -1,0 +1,2 @@
+#[gosched::main(threads = 4)]
+fn main() {}
