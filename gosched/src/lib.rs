@@ -42,6 +42,51 @@
 //! runtime, [`Go::migratable`] for one goroutine. Both are `unsafe`: the caller
 //! promises that the goroutines touch no thread-local both before and after a
 //! blocking call within one function activation.
+//!
+//! # G, P and M
+//!
+//! As in Go's runtime, a **G** is a goroutine or an async task, and a **P** is
+//! a processor: a run queue (256 slots plus `runnext`) and the right to run
+//! Gs. There are [`Builder::procs`] of them (Go's `GOMAXPROCS`). An **M** is
+//! an OS thread that holds a P while it runs Gs. An M that runs out of work
+//! steals half of another P's queue, checks the global queue, polls the
+//! netpoller and timers, then parks. A G that blocks in `syscall` hands its P
+//! to another M. **sysmon**, a thread of its own, takes Ps back from slow
+//! calls and asks long time slices to yield. `docs/ARCHITECTURE.md` in the
+//! repository maps every file to these protocols.
+//!
+//! # Goroutine or async task?
+//!
+//! A **goroutine** ([`go`]) has its own stack, so plain blocking-style code
+//! (`ch.recv()`, `stream.read(..)`, `mutex.lock()`, [`time::sleep`]) parks it
+//! without holding its thread. Use one for code written the Go way, for
+//! libraries that are not async, and for deep call chains that wait.
+//!
+//! An **async task** ([`spawn`]) is a future with no stack of its own: it is
+//! cheaper (a few hundred bytes parked, against a 4 KiB page) and moves freely
+//! between threads. Use one for async libraries (hyper, through the
+//! `tokio-io` feature) and for very many small waits.
+//!
+//! Both run on the same Ps, and each side waits on the other: a goroutine
+//! awaits a future with [`block_on`], and an async task awaits a goroutine's
+//! [`JoinHandle`] or runs blocking code through [`syscall_async`].
+//!
+//! # Stack size
+//!
+//! A goroutine's stack is fixed when it is spawned; Rust cannot move a stack,
+//! so it cannot grow the way Go's does. The default,
+//! [`coro::DEFAULT_STACK_SIZE`] (256 KiB), is address space reserved without
+//! committing memory: a goroutine costs only the pages it touches, one 4 KiB
+//! page for a small one. Raise it ([`Go::stack_size`], [`Builder::stack_size`])
+//! for deep recursion or large values on the stack; lower it only to fit very
+//! many goroutines in a limited address space. Overflowing the stack hits a
+//! guard page, and the process aborts with a message naming the goroutine and
+//! its size.
+//!
+//! # Features
+//!
+//! - `tokio-io`: `tokio::io::{AsyncRead, AsyncWrite}` for `net::TcpStream` and
+//!   `net::UnixStream`, so tokio-ecosystem crates (hyper) run on gosched.
 
 #![warn(missing_debug_implementations, rust_2018_idioms)]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
