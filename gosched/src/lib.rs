@@ -87,6 +87,8 @@
 //!
 //! - `tokio-io`: `tokio::io::{AsyncRead, AsyncWrite}` for `net::TcpStream` and
 //!   `net::UnixStream`, so tokio-ecosystem crates (hyper) run on gosched.
+//! - `stream`: `futures::Stream` / `futures::Sink` for channels
+//!   (`chan::Receiver::into_stream`, `chan::Sender::into_sink`).
 
 #![warn(missing_debug_implementations, rust_2018_idioms)]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]

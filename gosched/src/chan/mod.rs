@@ -65,6 +65,8 @@ mod macros;
 mod queue;
 mod ring;
 mod select;
+#[cfg(feature = "stream")]
+mod stream;
 #[cfg(test)]
 mod tests;
 
@@ -77,6 +79,8 @@ pub use error::{
 #[doc(hidden)]
 pub use select::{__select_blocking, __select_future};
 pub use select::{RecvArm, Select, SelectArm, SelectFut, Selected, SendArm};
+#[cfg(feature = "stream")]
+pub use stream::{RecvStream, SendSink};
 
 use crate::loom::sync::atomic::Ordering::*;
 use crate::loom::sync::Arc;
