@@ -118,27 +118,35 @@ fn pool_builder() -> gosched::pool::Builder {
         .expiry(EXPIRY)
 }
 
+/// Run `f` as the root goroutine of a fresh runtime with `procs` Ps (the
+/// runtime is shut down after it: tasks still asleep are unwound).
+#[cfg(feature = "gosched")]
+fn in_root<T: Send + 'static>(procs: usize, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let rt = super::gosched_runtime(procs);
+    rt.block_on(rt.go(f)).expect("root goroutine")
+}
+
+/// `k` submits of a 10 ms sleep to `pool`; how many it took.
+#[cfg(feature = "gosched")]
+fn submit_sleeps(pool: &gosched::pool::Pool, k: u64) -> u64 {
+    (0..k)
+        .filter(|_| pool.submit(|| gosched::time::sleep(SLEEP)).is_ok())
+        .count() as u64
+}
+
 /// `gosched::pool::Pool`: the root goroutine submits, then `pool.wait()`.
 #[cfg(feature = "gosched")]
 fn gosched_pool(procs: usize, n: u64) -> Sample {
-    let rt = super::gosched_runtime(procs);
-    let (elapsed, done) = rt
-        .block_on(rt.go(move || {
-            let pool = pool_builder().build().expect("pool");
-            let t = Instant::now();
-            let mut ok = 0;
-            for _ in 0..n {
-                if pool.submit(|| gosched::time::sleep(SLEEP)).is_ok() {
-                    ok += 1;
-                }
-            }
-            pool.wait();
-            let elapsed = t.elapsed();
-            let completed = pool.stats().completed;
-            assert_eq!(completed, ok, "tasks completed vs submitted");
-            (elapsed, completed)
-        }))
-        .expect("root goroutine");
+    let (elapsed, done) = in_root(procs, move || {
+        let pool = pool_builder().build().expect("pool");
+        let t = Instant::now();
+        let ok = submit_sleeps(&pool, n);
+        pool.wait();
+        let elapsed = t.elapsed();
+        let completed = pool.stats().completed;
+        assert_eq!(completed, ok, "tasks completed vs submitted");
+        (elapsed, completed)
+    });
     Sample::timed(elapsed, done)
 }
 
@@ -146,26 +154,18 @@ fn gosched_pool(procs: usize, n: u64) -> Sample {
 /// `pool.wait()`.
 #[cfg(feature = "gosched")]
 fn gosched_pool_func(procs: usize, n: u64) -> Sample {
-    let rt = super::gosched_runtime(procs);
-    let (elapsed, done) = rt
-        .block_on(rt.go(move || {
-            let pool = pool_builder()
-                .build_with_func(|_: u32| gosched::time::sleep(SLEEP))
-                .expect("pool");
-            let t = Instant::now();
-            let mut ok = 0;
-            for i in 0..n {
-                if pool.invoke(i as u32).is_ok() {
-                    ok += 1;
-                }
-            }
-            pool.wait();
-            let elapsed = t.elapsed();
-            let completed = pool.stats().completed;
-            assert_eq!(completed, ok, "tasks completed vs invoked");
-            (elapsed, completed)
-        }))
-        .expect("root goroutine");
+    let (elapsed, done) = in_root(procs, move || {
+        let pool = pool_builder()
+            .build_with_func(|_: u32| gosched::time::sleep(SLEEP))
+            .expect("pool");
+        let t = Instant::now();
+        let ok = (0..n).filter(|&i| pool.invoke(i as u32).is_ok()).count() as u64;
+        pool.wait();
+        let elapsed = t.elapsed();
+        let completed = pool.stats().completed;
+        assert_eq!(completed, ok, "tasks completed vs invoked");
+        (elapsed, completed)
+    });
     Sample::timed(elapsed, done)
 }
 
@@ -173,23 +173,20 @@ fn gosched_pool_func(procs: usize, n: u64) -> Sample {
 /// kept: a million `JoinHandle`s would count in the peak RSS).
 #[cfg(feature = "gosched")]
 fn gosched_go(procs: usize, n: u64) -> Sample {
-    let rt = super::gosched_runtime(procs);
-    let (elapsed, done) = rt
-        .block_on(rt.go(move || {
-            let wg = gosched::sync::WaitGroup::new();
-            let t = Instant::now();
-            wg.add(n as isize);
-            for _ in 0..n {
-                let wg = wg.clone();
-                gosched::go(move || {
-                    gosched::time::sleep(SLEEP);
-                    wg.done();
-                });
-            }
-            wg.wait();
-            (t.elapsed(), n)
-        }))
-        .expect("root goroutine");
+    let (elapsed, done) = in_root(procs, move || {
+        let wg = gosched::sync::WaitGroup::new();
+        let t = Instant::now();
+        wg.add(n as isize);
+        for _ in 0..n {
+            let wg = wg.clone();
+            gosched::go(move || {
+                gosched::time::sleep(SLEEP);
+                wg.done();
+            });
+        }
+        wg.wait();
+        (t.elapsed(), n)
+    });
     Sample::timed(elapsed, done)
 }
 
@@ -224,81 +221,51 @@ fn tokio_semaphore(procs: usize, n: u64) -> Sample {
     Sample::timed(elapsed, finished.count())
 }
 
-/// W9t, `gosched::pool::Pool`: `n` submits of a 10 ms sleep, timed.
+/// W9t, `gosched::pool::Pool`: `n` submits of a 10 ms sleep, timed. The
+/// tasks still run when the pool is dropped (released); the runtime's
+/// shutdown unwinds the workers still asleep.
 #[cfg(feature = "gosched")]
 fn gosched_pool_throughput(procs: usize, n: u64) -> Sample {
-    let rt = super::gosched_runtime(procs);
-    let (elapsed, ok) = rt
-        .block_on(rt.go(move || {
-            let pool = pool_builder().build().expect("pool");
-            let t = Instant::now();
-            let mut ok = 0;
-            for _ in 0..n {
-                if pool.submit(|| gosched::time::sleep(SLEEP)).is_ok() {
-                    ok += 1;
-                }
-            }
-            let elapsed = t.elapsed();
-            // Its tasks still run: dropping the pool releases it, and the
-            // runtime's shutdown unwinds the workers still asleep.
-            drop(pool);
-            (elapsed, ok)
-        }))
-        .expect("root goroutine");
-    drop(rt);
+    let (elapsed, ok) = in_root(procs, move || {
+        let pool = pool_builder().build().expect("pool");
+        let t = Instant::now();
+        let ok = submit_sleeps(&pool, n);
+        (t.elapsed(), ok)
+    });
     Sample::timed(elapsed, ok)
 }
 
 /// W9t, plain goroutines: `n` spawns of a 10 ms sleep, timed.
 #[cfg(feature = "gosched")]
 fn gosched_go_throughput(procs: usize, n: u64) -> Sample {
-    let rt = super::gosched_runtime(procs);
-    let elapsed = rt
-        .block_on(rt.go(move || {
-            let t = Instant::now();
-            for _ in 0..n {
-                gosched::go(|| gosched::time::sleep(SLEEP));
-            }
-            t.elapsed()
-        }))
-        .expect("root goroutine");
+    let elapsed = in_root(procs, move || {
+        let t = Instant::now();
+        for _ in 0..n {
+            gosched::go(|| gosched::time::sleep(SLEEP));
+        }
+        t.elapsed()
+    });
     Sample::timed(elapsed, n)
 }
 
 /// W9p, `gosched::pool::Pool`: [`submitters`] goroutines, each with a clone
 /// of the one pool, submit their [`share`] of `n` 10 ms sleeps; timed until
-/// the root has joined them all.
+/// the root has joined them all (the tasks still run, as in W9t).
 #[cfg(feature = "gosched")]
 fn gosched_pool_parallel(procs: usize, n: u64) -> Sample {
-    let rt = super::gosched_runtime(procs);
     let p = submitters(procs);
-    let (elapsed, ok) = rt
-        .block_on(rt.go(move || {
-            let pool = pool_builder().build().expect("pool");
-            let t = Instant::now();
-            let hs: Vec<_> = (0..p)
-                .map(|i| {
-                    let pool = pool.clone();
-                    gosched::go(move || {
-                        let mut ok = 0;
-                        for _ in 0..share(n, p, i) {
-                            if pool.submit(|| gosched::time::sleep(SLEEP)).is_ok() {
-                                ok += 1;
-                            }
-                        }
-                        ok
-                    })
-                })
-                .collect();
-            let ok: u64 = hs.into_iter().map(|h| h.join().expect("submitter")).sum();
-            let elapsed = t.elapsed();
-            // As in W9t: the tasks still run; the runtime's shutdown unwinds
-            // the workers still asleep.
-            drop(pool);
-            (elapsed, ok)
-        }))
-        .expect("root goroutine");
-    drop(rt);
+    let (elapsed, ok) = in_root(procs, move || {
+        let pool = pool_builder().build().expect("pool");
+        let t = Instant::now();
+        let hs: Vec<_> = (0..p)
+            .map(|i| {
+                let pool = pool.clone();
+                gosched::go(move || submit_sleeps(&pool, share(n, p, i)))
+            })
+            .collect();
+        let ok: u64 = hs.into_iter().map(|h| h.join().expect("submitter")).sum();
+        (t.elapsed(), ok)
+    });
     Sample::timed(elapsed, ok)
 }
 
@@ -307,26 +274,23 @@ fn gosched_pool_parallel(procs: usize, n: u64) -> Sample {
 /// joined the submitters.
 #[cfg(feature = "gosched")]
 fn gosched_go_parallel(procs: usize, n: u64) -> Sample {
-    let rt = super::gosched_runtime(procs);
     let p = submitters(procs);
-    let (elapsed, spawned) = rt
-        .block_on(rt.go(move || {
-            let t = Instant::now();
-            let hs: Vec<_> = (0..p)
-                .map(|i| {
-                    gosched::go(move || {
-                        let k = share(n, p, i);
-                        for _ in 0..k {
-                            gosched::go(|| gosched::time::sleep(SLEEP));
-                        }
-                        k
-                    })
+    let (elapsed, spawned) = in_root(procs, move || {
+        let t = Instant::now();
+        let hs: Vec<_> = (0..p)
+            .map(|i| {
+                gosched::go(move || {
+                    let k = share(n, p, i);
+                    for _ in 0..k {
+                        gosched::go(|| gosched::time::sleep(SLEEP));
+                    }
+                    k
                 })
-                .collect();
-            let spawned: u64 = hs.into_iter().map(|h| h.join().expect("submitter")).sum();
-            (t.elapsed(), spawned)
-        }))
-        .expect("root goroutine");
+            })
+            .collect();
+        let spawned: u64 = hs.into_iter().map(|h| h.join().expect("submitter")).sum();
+        (t.elapsed(), spawned)
+    });
     Sample::timed(elapsed, spawned)
 }
 

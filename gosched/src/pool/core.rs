@@ -72,7 +72,9 @@ use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::loom::lock;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -162,12 +164,6 @@ pub(crate) struct Core<J: Send + 'static> {
     pub(crate) stats: Counters,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic never happens under these locks (no user code runs there), so a
-    // poisoned lock still guards consistent data.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl<J: Send + 'static> Core<J> {
     /// A new pool, open (and its purge goroutine started, unless purging is
     /// off) or closed until `reboot` (fasthttp's `WorkerPool` before `Start`).
@@ -246,7 +242,7 @@ impl<J: Send + 'static> Core<J> {
     // ---- Submitting -------------------------------------------------------
 
     /// Wait for a worker or a slot (ants' `retrieveWorker`).
-    pub(crate) fn acquire(self: &Arc<Self>) -> Acquire<'_, J> {
+    pub(crate) fn acquire(&self) -> Acquire<'_, J> {
         Acquire {
             core: self,
             key: None,
@@ -417,9 +413,8 @@ impl<J: Send + 'static> Core<J> {
         let mut st = lock(&self.state);
         let cap = self.cap();
         if self.is_closed() || (cap > 0 && self.running() as isize > cap) {
-            let wakers = self.retire_locked(&mut st);
             drop(st);
-            wakers.into_iter().for_each(Waker::wake);
+            self.retire();
             return false;
         }
         let wakers = self.park_worker_locked(&mut st, Arc::clone(me));
@@ -457,35 +452,41 @@ impl<J: Send + 'static> Core<J> {
             self.waiting.store(st.waiters.len(), Ordering::Relaxed);
         }
         self.running.store(running, Ordering::Relaxed);
-        if running == 0 && st.purgers == 0 {
-            while let Some(w) = st.exit_waiters.notify_front() {
-                wakers.push(w);
-            }
-        }
+        wakers.extend(self.notify_if_exited_locked(st));
         wakers
+    }
+
+    /// Free one `running` slot and wake whoever that lets go on.
+    fn retire(&self) {
+        let wakers = self.retire_locked(&mut lock(&self.state));
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// The last worker and purge goroutine are gone: wake `release_timeout`.
+    fn notify_if_exited_locked(&self, st: &mut State<J>) -> Vec<Waker> {
+        if self.running() == 0 && st.purgers == 0 {
+            st.exit_waiters.notify_all()
+        } else {
+            Vec::new()
+        }
     }
 
     fn finish_one(&self) {
         if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let mut list = lock(&self.idle_waiters);
-            let mut wakers = Vec::new();
-            while let Some(w) = list.notify_front() {
-                wakers.push(w);
-            }
-            drop(list);
+            let wakers = lock(&self.idle_waiters).notify_all();
             wakers.into_iter().for_each(Waker::wake);
         }
     }
 
     // ---- Purge, tune, release, reboot -------------------------------------
 
-    /// Open the pool and start the purge goroutine (unless purging is off).
-    /// False if it was open already. The pool opens, and the purge's stop
+    /// Open the pool and start the purge goroutine (unless purging is off);
+    /// nothing if it is open already. The pool opens, and the purge's stop
     /// channel is installed, in one critical section (a racing `release`
     /// sees both or neither); the goroutine is spawned after it, without the
     /// lock: a spawn that fails drops the goroutine's exit guard at once, and
     /// that takes the lock.
-    fn open(self: &Arc<Self>) -> Result<bool, PoolError> {
+    fn open(self: &Arc<Self>) -> Result<(), PoolError> {
         /// Counts the purge goroutine out however it ends: returning, unwound
         /// by a runtime shutdown, or dropped before it first ran.
         struct Exit<J: Send + 'static>(Weak<Core<J>>);
@@ -499,11 +500,11 @@ impl<J: Send + 'static> Core<J> {
         let rx = {
             let mut st = lock(&self.state);
             if !self.is_closed() {
-                return Ok(false);
+                return Ok(());
             }
             self.closed.store(false, Ordering::Release);
             if self.opts.disable_purge {
-                return Ok(true);
+                return Ok(());
             }
             let stop = chan::<()>(0);
             let rx = stop.clone();
@@ -526,7 +527,7 @@ impl<J: Send + 'static> Core<J> {
         match spawned {
             Ok(handle) => {
                 drop(handle);
-                Ok(true)
+                Ok(())
             }
             Err(e) => {
                 // No purge goroutine: close again, the whole way (submitters
@@ -540,12 +541,7 @@ impl<J: Send + 'static> Core<J> {
     fn purger_exited(&self) {
         let mut st = lock(&self.state);
         st.purgers -= 1;
-        let mut wakers = Vec::new();
-        if self.running() == 0 && st.purgers == 0 {
-            while let Some(w) = st.exit_waiters.notify_front() {
-                wakers.push(w);
-            }
-        }
+        let wakers = self.notify_if_exited_locked(&mut st);
         drop(st);
         wakers.into_iter().for_each(Waker::wake);
     }
@@ -605,10 +601,7 @@ impl<J: Send + 'static> Core<J> {
             return false;
         }
         let idle = st.idle.take_all();
-        let mut wakers = Vec::new();
-        while let Some(w) = st.waiters.notify_front_with(|g| *g = Grant::Closed) {
-            wakers.push(w);
-        }
+        let wakers = st.waiters.notify_all_with(|g| *g = Grant::Closed);
         self.waiting.store(0, Ordering::Relaxed);
         let stop = st.purge_stop.take();
         drop(st);
@@ -635,7 +628,7 @@ impl<J: Send + 'static> Core<J> {
 
     /// Reopen a closed pool (ants' `Reboot`); nothing on an open one.
     pub(crate) fn reboot(self: &Arc<Self>) -> Result<(), PoolError> {
-        self.open().map(drop)
+        self.open()
     }
 
     /// Until no task is in flight (`finish_one` notifies at zero).
@@ -663,11 +656,7 @@ impl<J: Send + 'static> Drop for Start<J> {
     fn drop(&mut self) {
         if let Some(core) = self.core.take() {
             core.finish_one();
-            let wakers = {
-                let mut st = lock(&core.state);
-                core.retire_locked(&mut st)
-            };
-            wakers.into_iter().for_each(Waker::wake);
+            core.retire();
         }
     }
 }
@@ -752,7 +741,7 @@ fn worker_main<J: Send + 'static>(mut start: Start<J>) {
 /// Future of [`Core::acquire`]: a worker or a slot, or why not. Cancel-safe:
 /// dropped after it was granted something, it gives it back.
 pub(crate) struct Acquire<'a, J: Send + 'static> {
-    core: &'a Arc<Core<J>>,
+    core: &'a Core<J>,
     key: Option<Key>,
     /// When it started waiting (for the wait-time statistics).
     since: Option<Instant>,

@@ -505,51 +505,16 @@ fn acquire_blocking<J: Send + 'static>(
     }
 }
 
-fn submit_blocking<J: Send + 'static>(
-    core: &Arc<Core<J>>,
+/// Hand `job` to what `acquire` gets. A worker found dead (unwound by its
+/// runtime's shutdown after it was handed out) sends the job round again.
+fn submit_via<'a, J: Send + 'static>(
     mut job: J,
-    limits: Limits<'_>,
-) -> Result<(), PoolError> {
-    loop {
-        let slot = acquire_blocking(core, limits)?;
-        match core.dispatch(slot, job) {
-            Ok(()) => return Ok(()),
-            Err(Dispatch::Failed(e, _)) => return Err(e),
-            // The worker died with its runtime after it was handed out.
-            Err(Dispatch::Dead(j)) => job = j,
-        }
-    }
-}
-
-async fn submit_async_inner<J: Send + 'static>(
-    core: &Arc<Core<J>>,
-    mut job: J,
-    limits: Limits<'_>,
-) -> Result<(), PoolError> {
-    loop {
-        let slot = acquire(core, limits).await?;
-        match core.dispatch(slot, job) {
-            Ok(()) => return Ok(()),
-            Err(Dispatch::Failed(e, _)) => return Err(e),
-            Err(Dispatch::Dead(j)) => job = j,
-        }
-    }
-}
-
-/// Hand `job` over only if a worker is free or can be started now.
-fn try_submit_inner<J: Send + 'static>(
-    core: &Arc<Core<J>>,
-    mut job: J,
+    mut acquire: impl FnMut() -> Result<(&'a Arc<Core<J>>, Slot<J>), PoolError>,
 ) -> Result<(), (PoolError, J)> {
     loop {
-        let slot = match core.try_acquire() {
-            Ok(slot) => slot,
-            Err(e) => {
-                if e == PoolError::Overload {
-                    core.stats.rejected.fetch_add(1, Ordering::Relaxed);
-                }
-                return Err((e, job));
-            }
+        let (core, slot) = match acquire() {
+            Ok(got) => got,
+            Err(e) => return Err((e, job)),
         };
         match core.dispatch(slot, job) {
             Ok(()) => return Ok(()),
@@ -557,6 +522,54 @@ fn try_submit_inner<J: Send + 'static>(
             Err(Dispatch::Dead(j)) => job = j,
         }
     }
+}
+
+/// `submit_via` for async callers.
+async fn submit_via_async<'a, J, F, Fut>(mut job: J, mut acquire: F) -> Result<(), PoolError>
+where
+    J: Send + 'static,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(&'a Arc<Core<J>>, Slot<J>), PoolError>>,
+{
+    loop {
+        let (core, slot) = acquire().await?;
+        match core.dispatch(slot, job) {
+            Ok(()) => return Ok(()),
+            Err(Dispatch::Failed(e, _)) => return Err(e),
+            Err(Dispatch::Dead(j)) => job = j,
+        }
+    }
+}
+
+fn submit_blocking<J: Send + 'static>(
+    core: &Arc<Core<J>>,
+    job: J,
+    limits: Limits<'_>,
+) -> Result<(), PoolError> {
+    submit_via(job, || acquire_blocking(core, limits).map(|s| (core, s))).map_err(|(e, _)| e)
+}
+
+async fn submit_async_inner<J: Send + 'static>(
+    core: &Arc<Core<J>>,
+    job: J,
+    limits: Limits<'_>,
+) -> Result<(), PoolError> {
+    submit_via_async(job, || async move {
+        acquire(core, limits).await.map(|s| (core, s))
+    })
+    .await
+}
+
+/// Hand `job` over only if a worker is free or can be started now.
+fn try_submit_inner<J: Send + 'static>(core: &Arc<Core<J>>, job: J) -> Result<(), (PoolError, J)> {
+    submit_via(job, || {
+        let slot = core.try_acquire().inspect_err(|e| {
+            if *e == PoolError::Overload {
+                core.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            }
+        })?;
+        Ok((core, slot))
+    })
 }
 
 // ---- Cancellation -------------------------------------------------------------
@@ -596,12 +609,7 @@ impl CancelToken {
         if self.inner.cancelled.swap(true, Ordering::AcqRel) {
             return;
         }
-        let mut list = self.inner.waiters.lock().unwrap_or_else(|e| e.into_inner());
-        let mut wakers = Vec::new();
-        while let Some(w) = list.notify_front() {
-            wakers.push(w);
-        }
-        drop(list);
+        let wakers = crate::loom::lock(&self.inner.waiters).notify_all();
         wakers.into_iter().for_each(Waker::wake);
     }
 

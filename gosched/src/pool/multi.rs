@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::core::{Core, Dispatch, Slot};
+use super::core::{Core, Slot};
 use super::{acquire_blocking, plain, Builder, Job, Limits, Owner, PoolError, PoolStats};
 
 /// How a multi-pool picks the sub-pool for a task.
@@ -96,33 +96,23 @@ impl<J: Send + 'static> Multi<J> {
         }
     }
 
-    fn submit(&self, mut job: J) -> Result<(), PoolError> {
-        loop {
-            let (core, slot) = self.acquire()?;
-            match core.dispatch(slot, job) {
-                Ok(()) => return Ok(()),
-                Err(Dispatch::Failed(e, _)) => return Err(e),
-                Err(Dispatch::Dead(j)) => job = j,
+    fn submit(&self, job: J) -> Result<(), PoolError> {
+        super::submit_via(job, || self.acquire()).map_err(|(e, _)| e)
+    }
+
+    async fn acquire_async(&self) -> Result<(&Arc<Core<J>>, Slot<J>), PoolError> {
+        let first = self.core(self.pick());
+        match super::acquire(first, Limits::default()).await {
+            Err(PoolError::Overload) if self.lb == LoadBalancing::RoundRobin => {
+                let second = self.core(self.least_tasks());
+                Ok((second, super::acquire(second, Limits::default()).await?))
             }
+            r => Ok((first, r?)),
         }
     }
 
-    async fn submit_async(&self, mut job: J) -> Result<(), PoolError> {
-        loop {
-            let first = self.core(self.pick());
-            let (core, slot) = match super::acquire(first, Limits::default()).await {
-                Err(PoolError::Overload) if self.lb == LoadBalancing::RoundRobin => {
-                    let second = self.core(self.least_tasks());
-                    (second, super::acquire(second, Limits::default()).await?)
-                }
-                r => (first, r?),
-            };
-            match core.dispatch(slot, job) {
-                Ok(()) => return Ok(()),
-                Err(Dispatch::Failed(e, _)) => return Err(e),
-                Err(Dispatch::Dead(j)) => job = j,
-            }
-        }
+    async fn submit_async(&self, job: J) -> Result<(), PoolError> {
+        super::submit_via_async(job, || self.acquire_async()).await
     }
 
     fn index(&self, i: usize) -> Result<&Arc<Core<J>>, PoolError> {

@@ -15,6 +15,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
+use crate::loom::lock;
 use crate::JoinHandle;
 
 type Outcome<T> = std::thread::Result<T>;
@@ -24,10 +25,6 @@ struct Slot<T> {
     /// The completer is gone: no value will come.
     dropped: bool,
     waker: Option<Waker>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The worker's side.

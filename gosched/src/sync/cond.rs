@@ -112,14 +112,7 @@ impl Cond {
 
     /// Wake every waiter.
     pub fn broadcast(&self) {
-        let wakers = {
-            let mut q = lock(&self.waiters);
-            let mut wakers = Vec::with_capacity(q.len());
-            while let Some(w) = q.notify_front() {
-                wakers.push(w);
-            }
-            wakers
-        };
+        let wakers = lock(&self.waiters).notify_all();
         wakers.into_iter().for_each(Waker::wake);
     }
 }

@@ -178,14 +178,7 @@ impl Drop for Finish<'_> {
             INCOMPLETE
         };
         self.once.state.store(s, Release);
-        let wakers = {
-            let mut q = lock(&self.once.waiters);
-            let mut wakers = Vec::with_capacity(q.len());
-            while let Some(w) = q.notify_front() {
-                wakers.push(w);
-            }
-            wakers
-        };
+        let wakers = lock(&self.once.waiters).notify_all();
         wakers.into_iter().for_each(Waker::wake);
     }
 }

@@ -93,14 +93,7 @@ impl WaitGroup {
             panic!("sync: negative WaitGroup counter");
         }
         if v == 0 && delta != 0 {
-            let wakers = {
-                let mut q = lock(&self.inner.waiters);
-                let mut wakers = Vec::with_capacity(q.len());
-                while let Some(w) = q.notify_front() {
-                    wakers.push(w);
-                }
-                wakers
-            };
+            let wakers = lock(&self.inner.waiters).notify_all();
             wakers.into_iter().for_each(Waker::wake);
         }
     }

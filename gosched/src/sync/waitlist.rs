@@ -201,6 +201,22 @@ impl<T> WaitList<T> {
         self.notify_front_with(|_| {})
     }
 
+    /// Notify every queued entry, front to back, with `f` applied to each
+    /// one's data; their wakers, to call after the primitive's lock is
+    /// released.
+    pub(crate) fn notify_all_with(&mut self, mut f: impl FnMut(&mut T)) -> Vec<Waker> {
+        let mut wakers = Vec::with_capacity(self.len);
+        while let Some(w) = self.notify_front_with(&mut f) {
+            wakers.push(w);
+        }
+        wakers
+    }
+
+    /// `notify_all_with` without changing the data (a broadcast).
+    pub(crate) fn notify_all(&mut self) -> Vec<Waker> {
+        self.notify_all_with(|_| {})
+    }
+
     fn unlink(&mut self, key: Key) {
         let (prev, next) = match &self.slots[key] {
             Slot::Queued { prev, next, .. } => (*prev, *next),
