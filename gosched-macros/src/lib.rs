@@ -7,7 +7,10 @@
 //!
 //! Options, all optional, as `name = value` pairs separated by commas:
 //! `procs = N` (the runtime's Ps), `stack_size = BYTES` (goroutine stacks),
-//! `deadlock_detection = BOOL` (Go's "all goroutines are asleep").
+//! `deadlock_detection = BOOL` (Go's "all goroutines are asleep"); and for
+//! tests, `virtual_time` (the runtime's clock moves only when everything in
+//! it is parked, straight to the next timer; one P unless `procs` says
+//! otherwise; a stall fails the test: `gosched::testing`).
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
@@ -31,7 +34,8 @@ pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
 /// A test that runs in a fresh gosched runtime: a plain `fn` as a goroutine,
 /// an `async fn` as a future on the runtime. The runtime is shut down when
 /// the test ends. Options: `procs = N`, `stack_size = BYTES`,
-/// `deadlock_detection = BOOL`.
+/// `deadlock_detection = BOOL`, `virtual_time` (see `gosched::testing`: a
+/// one-hour timeout takes microseconds).
 #[proc_macro_attribute]
 pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
     expand_or_explain(args, item, Kind::Test)
@@ -70,11 +74,14 @@ struct Options {
     procs: Option<Expr>,
     stack_size: Option<Expr>,
     deadlock_detection: Option<Expr>,
+    /// `virtual_time` alone (true, and one P by default) or `= BOOL`.
+    virtual_time: Option<Expr>,
+    virtual_time_bare: bool,
 }
 
 fn parse_options(args: TokenStream, kind: Kind) -> syn::Result<Options> {
-    const USAGE: &str =
-        "options are `name = value` pairs: `procs = N`, `stack_size = BYTES`, `deadlock_detection = BOOL`";
+    const USAGE: &str = "options are `name = value` pairs: `procs = N`, `stack_size = BYTES`, \
+         `deadlock_detection = BOOL`; and for tests `virtual_time`";
     let list = Punctuated::<Meta, Token![,]>::parse_terminated
         .parse(args)
         .map_err(|e| syn::Error::new(e.span(), format!("{}: {USAGE}", kind.attr())))?;
@@ -82,6 +89,12 @@ fn parse_options(args: TokenStream, kind: Kind) -> syn::Result<Options> {
         .into_iter()
         .map(|m| match m {
             Meta::NameValue(nv) => Ok(nv),
+            // `virtual_time` alone: `virtual_time = true`, one P by default.
+            Meta::Path(path) if path.is_ident("virtual_time") => Ok(MetaNameValue {
+                value: syn::parse_quote_spanned!(path.span()=> true),
+                eq_token: Default::default(),
+                path,
+            }),
             other => Err(syn::Error::new(
                 other.span(),
                 format!("{}: {USAGE}", kind.attr()),
@@ -99,6 +112,20 @@ fn parse_options(args: TokenStream, kind: Kind) -> syn::Result<Options> {
             "procs" => &mut opts.procs,
             "stack_size" => &mut opts.stack_size,
             "deadlock_detection" => &mut opts.deadlock_detection,
+            "virtual_time" if kind == Kind::Test => {
+                // `virtual_time` or `= true`: one P unless `procs` says.
+                opts.virtual_time_bare = matches!(
+                    &nv.value,
+                    Expr::Lit(l) if matches!(&l.lit, syn::Lit::Bool(b) if b.value)
+                );
+                &mut opts.virtual_time
+            }
+            "virtual_time" => {
+                return Err(syn::Error::new(
+                    nv.path.span(),
+                    "#[gosched::main]: `virtual_time` is for tests (`#[gosched::test(virtual_time)]`)",
+                ));
+            }
             _ => {
                 let path = &nv.path;
                 let shown = quote!(#path).to_string().replace(' ', "");
@@ -106,7 +133,8 @@ fn parse_options(args: TokenStream, kind: Kind) -> syn::Result<Options> {
                     nv.path.span(),
                     format!(
                         "{}: unknown option `{shown}`; the options are `procs = N`, \
-                         `stack_size = BYTES` and `deadlock_detection = BOOL`",
+                         `stack_size = BYTES`, `deadlock_detection = BOOL` and, for tests, \
+                         `virtual_time`",
                         kind.attr(),
                     ),
                 ));
@@ -155,12 +183,20 @@ fn expand(args: TokenStream, item: TokenStream, kind: Kind) -> syn::Result<Token
         }
     }
 
-    let procs = opts.procs.iter();
+    // Virtual time runs on one P unless the test asks for more: the order
+    // in which goroutines run is then the same from run to run.
+    let one: Expr = syn::parse_quote!(1);
+    let procs = opts
+        .procs
+        .iter()
+        .chain((opts.procs.is_none() && opts.virtual_time_bare).then_some(&one));
     let stack_size = opts.stack_size.iter();
     let deadlock = opts.deadlock_detection.iter();
+    let virtual_time = opts.virtual_time.iter();
     let what = format!("{}: cannot build the gosched runtime", kind.attr());
     let builder = quote! {
         ::gosched::Builder::new()
+            #(.virtual_time(#virtual_time))*
             #(.procs(#procs))*
             #(.stack_size(#stack_size))*
             #(.deadlock_detection(#deadlock))*

@@ -123,6 +123,8 @@ pub mod sync;
 #[cfg(not(loom))]
 pub mod task;
 #[cfg(not(loom))]
+pub mod testing;
+#[cfg(not(loom))]
 pub mod time;
 pub(crate) mod trace;
 
@@ -220,22 +222,24 @@ pub mod __private {
         out
     }
 
-    /// `#[gosched::test]` on a plain `fn`.
+    /// `#[gosched::test]` on a plain `fn` (with `virtual_time`, a stall
+    /// fails the test with its report).
     pub fn test_goroutine<T: Send + 'static>(
         rt: Runtime,
         body: impl FnOnce() -> T + Send + 'static,
     ) -> T {
         let h = rt.go(body);
-        let out = rt.block_on(h);
-        rt.shutdown_timeout(TEST_SHUTDOWN);
-        unwrap_main("the test's goroutine was cancelled", out)
+        crate::testing::finish(rt, |rt| rt.block_on_watched(h))
     }
 
     /// `#[gosched::test]` on an `async fn`.
     pub fn test_future<F: Future>(rt: Runtime, body: F) -> F::Output {
-        let out = rt.block_on(body);
+        let out = rt.block_on_watched(body);
         rt.shutdown_timeout(TEST_SHUTDOWN);
-        out
+        match out {
+            Ok(v) => v,
+            Err(report) => panic!("{report}"),
+        }
     }
 }
 

@@ -128,11 +128,14 @@ fn sample_this_call() -> bool {
 /// goroutine waits for a P (its M on the want-P list) instead of running
 /// beside the procs limit.
 fn run_in_place<R>(f: impl FnOnce() -> R, blocking: bool) -> R {
+    // A virtual clock stands still while the call runs.
+    let counted = crate::sched::vtime::BusyGuard::syscall();
     let r = if blocking {
         in_place_blocking(f)
     } else {
         in_place(f)
     };
+    drop(counted);
     if lost_p_in_poll() && super::in_goroutine() {
         super::yield_goroutine();
     }

@@ -402,7 +402,7 @@ fn finish_connect<S: mio::event::Source>(
         match deadline {
             None => crate::coro::block_on(wait),
             Some(d) => {
-                let left = d.saturating_duration_since(Instant::now());
+                let left = d.saturating_duration_since(crate::time::now());
                 if crate::coro::block_on(crate::time::timeout(left, wait)).is_err() {
                     return Err(io::Error::new(
                         io::ErrorKind::TimedOut,
@@ -490,7 +490,7 @@ impl<S: mio::event::Source> Socket<S> {
         }
         limit.at.store(ns, SeqCst);
         if let Some(t) = at {
-            let left = t.saturating_duration_since(Instant::now());
+            let left = t.saturating_duration_since(crate::time::now());
             if !left.is_zero() {
                 let desc = self.reg.desc.clone();
                 *timer = Some(crate::time::Timer::after_func(left, move || {
@@ -535,7 +535,7 @@ impl<S: mio::event::Source> Socket<S> {
     /// `Err(TimedOut)` if `d`'s deadline has passed.
     fn check_deadline(&self, d: Dir) -> io::Result<()> {
         let at = self.limits[d as usize].at.load(SeqCst);
-        if at != 0 && crate::sched::timers::now_ns() >= at {
+        if at != 0 && crate::sched::timers::clock_ns() >= at {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 match d {
@@ -559,7 +559,7 @@ impl<S: mio::event::Source> Socket<S> {
     /// timeout.
     fn blocking<R>(&self, d: Dir, mut op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
         let dir = self.direction(d);
-        let limit = self.timeout(d).map(|t| Instant::now() + t);
+        let limit = self.timeout(d).map(|t| crate::time::now() + t);
         loop {
             let seen = dir.seq();
             self.check_deadline(d)?;
@@ -575,7 +575,7 @@ impl<S: mio::event::Source> Socket<S> {
             match limit {
                 None => crate::coro::block_on(wait),
                 Some(end) => {
-                    let left = end.saturating_duration_since(Instant::now());
+                    let left = end.saturating_duration_since(crate::time::now());
                     if crate::coro::block_on(crate::time::timeout(left, wait)).is_err() {
                         return Err(io::Error::new(
                             io::ErrorKind::TimedOut,

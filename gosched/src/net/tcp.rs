@@ -166,7 +166,7 @@ impl TcpStream {
     /// # Errors
     /// As `connect`, or `TimedOut`.
     pub fn connect_timeout(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
-        TcpStream::connect_one(*addr, Some(Instant::now() + timeout))
+        TcpStream::connect_one(*addr, Some(crate::time::now() + timeout))
     }
 
     fn connect_one(addr: SocketAddr, deadline: Option<Instant>) -> io::Result<TcpStream> {

@@ -435,7 +435,7 @@ impl<J: Send + 'static> Core<J> {
         }
         // A preallocated ring holds `cap` workers, `running <= cap`, and a
         // worker leaves the queue when it retires (`Retire`), so it has room.
-        let fits = st.idle.insert(w, Instant::now()).is_ok();
+        let fits = st.idle.insert(w, crate::time::now()).is_ok();
         debug_assert!(fits, "a preallocated pool's idle ring overflowed");
         Vec::new()
     }
@@ -548,7 +548,7 @@ impl<J: Send + 'static> Core<J> {
 
     /// Stop the workers idle for longer than `expiry` (ants' purge tick).
     pub(crate) fn purge(&self) {
-        let Some(cut) = Instant::now().checked_sub(self.opts.expiry) else {
+        let Some(cut) = crate::time::now().checked_sub(self.opts.expiry) else {
             return;
         };
         let stale = lock(&self.state).idle.take_expired(cut);
@@ -784,7 +784,7 @@ impl<J: Send + 'static> Future for Acquire<'_, J> {
         self.key = Some(st.waiters.push_back(Grant::Pending, cx.waker()));
         core.waiting.store(st.waiters.len(), Ordering::Relaxed);
         drop(st);
-        self.since = Some(Instant::now());
+        self.since = Some(crate::time::now());
         pending(WaitReason::PoolSubmit, cx)
     }
 }

@@ -12,7 +12,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::core::{Core, Slot};
 use super::{acquire_blocking, plain, Builder, Job, Limits, Owner, PoolError, PoolStats};
@@ -157,7 +157,7 @@ impl<J: Send + 'static> Multi<J> {
                 errs.push((i, PoolError::Closed));
                 continue;
             }
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline.saturating_duration_since(crate::time::now());
             if crate::block_on(crate::time::timeout(left, o.core.exited())).is_err() {
                 errs.push((i, PoolError::Timeout));
             }

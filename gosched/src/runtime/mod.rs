@@ -40,6 +40,7 @@ pub struct Builder {
     sysmon: bool,
     deadlock_detection: bool,
     thread_keep_alive: Option<Duration>,
+    virtual_time: bool,
 }
 
 impl Default for Builder {
@@ -61,6 +62,7 @@ impl Builder {
             sysmon: crate::sched::config::default_sysmon(),
             deadlock_detection: true,
             thread_keep_alive: Some(DEFAULT_THREAD_KEEP_ALIVE),
+            virtual_time: false,
         }
     }
 
@@ -135,6 +137,41 @@ impl Builder {
         self
     }
 
+    /// Run this runtime's timers on a virtual clock (default: off), for
+    /// tests: the clock stands still while anything runs and, once every
+    /// goroutine and task is parked, jumps to the earliest timer, so a test
+    /// of a one-hour timeout takes microseconds and runs the same way every
+    /// time (Go's `testing/synctest`, tokio's `time::pause`). Sleeps,
+    /// channel and select timeouts, `after`/`tick`/`Timer`, socket
+    /// deadlines and the pool's expiry all follow it; read it with
+    /// `gosched::time::now()`. `gosched::testing::run_virtual`
+    /// and `#[gosched::test(virtual_time)]` build such a runtime for one
+    /// test.
+    ///
+    /// The clock stays still while a [`syscall`](crate::syscall) runs. It
+    /// cannot see a plain thread that is about to wake a goroutine: to the
+    /// runtime that goroutine is parked, and a timeout pending beside it
+    /// fires at once. A runtime where everything stays blocked with no
+    /// timer pending for a second (real time) reports it on stderr with
+    /// the goroutine dump (`run_virtual` fails the test with it). Turns
+    /// off [`deadlock_detection`](Self::deadlock_detection), which that
+    /// report replaces.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let rt = gosched::Builder::new().virtual_time(true).build().unwrap();
+    /// let took = rt.block_on(rt.go(|| {
+    ///     let start = gosched::time::now();
+    ///     gosched::time::sleep(Duration::from_secs(3600));
+    ///     gosched::time::since(start)
+    /// }));
+    /// assert_eq!(took.unwrap(), Duration::from_secs(3600)); // in microseconds of real time
+    /// ```
+    pub fn virtual_time(mut self, on: bool) -> Self {
+        self.virtual_time = on;
+        self
+    }
+
     /// Go's `checkdead` (default: on): when a thread waits in `block_on` on
     /// this runtime and provably nothing can ever wake it — every goroutine
     /// and task parked, no timer pending, no M in a poll or a syscall, no
@@ -195,8 +232,9 @@ impl Builder {
                 name: self.name,
                 migrate_goroutines: self.migrate_goroutines && !self.pin_goroutines,
                 sysmon: self.sysmon,
-                deadlock_detection: self.deadlock_detection,
+                deadlock_detection: self.deadlock_detection && !self.virtual_time,
                 thread_keep_alive: self.thread_keep_alive,
+                virtual_time: self.virtual_time,
             }),
             stopped: false,
         })
@@ -288,7 +326,36 @@ impl Runtime {
         }
         self.shared.block_on_threads.fetch_add(1, SeqCst);
         let _waiting = Waiting(&self.shared);
+        if self.shared.virtual_clock.is_some() {
+            // A virtual clock stands still while this thread polls
+            // (`sched/vtime.rs`).
+            let mut fut = std::pin::pin!(fut);
+            return coro::block_on(std::future::poll_fn(|cx| {
+                let _busy = crate::sched::vtime::BusyGuard::of(Some(&self.shared));
+                fut.as_mut().poll(cx)
+            }));
+        }
         coro::block_on(fut)
+    }
+
+    /// `block_on(fut)`, failing with the stall report if this runtime has a
+    /// virtual clock and stalls (`sched/vtime.rs`): `Err(report)`.
+    pub(crate) fn block_on_watched<F: Future>(&self, fut: F) -> Result<F::Output, Arc<str>> {
+        let shared = self.shared.clone();
+        let mut fut = std::pin::pin!(fut);
+        self.block_on(std::future::poll_fn(move |cx| {
+            if let std::task::Poll::Ready(v) = fut.as_mut().poll(cx) {
+                return std::task::Poll::Ready(Ok(v));
+            }
+            match shared
+                .virtual_clock
+                .as_ref()
+                .and_then(|vc| vc.poll_stall(cx.waker()))
+            {
+                Some(report) => std::task::Poll::Ready(Err(report)),
+                None => std::task::Poll::Pending,
+            }
+        }))
     }
 
     /// Go's `GOMAXPROCS(n)` for this runtime: make `n` Ps live (at most

@@ -35,6 +35,9 @@ pub(crate) struct Config {
     /// An M idle this long exits if more Ms live than Ps (`machine.rs`,
     /// "Idle Ms exit"); `None`: Ms never exit (Go's behaviour).
     pub(crate) thread_keep_alive: Option<std::time::Duration>,
+    /// The runtime's timers run on a virtual clock that moves only when
+    /// every goroutine and task is parked (`vtime.rs`).
+    pub(crate) virtual_time: bool,
 }
 
 /// How long an idle M waits for work before its thread exits (tokio's
@@ -58,6 +61,7 @@ impl Config {
             sysmon: default_sysmon(),
             deadlock_detection: true,
             thread_keep_alive: Some(DEFAULT_THREAD_KEEP_ALIVE),
+            virtual_time: false,
         }
     }
 }

@@ -128,6 +128,19 @@ pub(crate) fn with_current<R>(f: impl FnOnce(&Arc<Shared>) -> R) -> R {
     panic!("a loom model must enter its runtime (EnterGuard) before using it");
 }
 
+/// `f` with the runtime the calling code belongs to (the M's, else the one
+/// entered by `Runtime::block_on`), or `None` outside every runtime: unlike
+/// `with_current`, this never starts the global runtime.
+#[cfg(not(loom))]
+pub(crate) fn with_current_opt<R>(f: impl FnOnce(&Shared) -> R) -> Option<R> {
+    if let Some(ctx) = current() {
+        return Some(f(&ctx.shared));
+    }
+    let entered = ENTERED.with(|e| e.get());
+    // SAFETY: `EnterGuard` keeps the runtime alive while it is entered.
+    (!entered.is_null()).then(|| f(unsafe { &*entered }))
+}
+
 /// Marks the calling plain thread as inside a runtime until dropped.
 pub(crate) struct EnterGuard {
     prev: *const Shared,

@@ -145,6 +145,10 @@ impl Shared {
         self.procs[p].status.store(status::IDLE);
         s.idle.ps.push(p);
         self.npidle.fetch_add(1, SeqCst);
+        // The last P idle in a virtual-time runtime: its timer sleeper
+        // decides whether the clock moves (`vtime.rs`).
+        #[cfg(not(loom))]
+        self.virtual_poke();
     }
 
     /// `set_procs` shrinking: take every idle P numbered `n` or more off the

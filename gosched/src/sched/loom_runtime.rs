@@ -54,6 +54,7 @@ fn runtime_with(procs: usize, max_threads: usize) -> Arc<Shared> {
         migrate_goroutines: false,
         sysmon: false,
         deadlock_detection: false,
+        virtual_time: false,
         thread_keep_alive: None,
     })
 }

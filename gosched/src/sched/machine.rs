@@ -1070,7 +1070,7 @@ impl MachineCtx {
                         .procs
                         .iter()
                         .any(|q| q.status.load() != status::IDLE && q.has_work())
-                    || shared.next_timer() <= now_ns();
+                    || shared.next_timer() <= shared.clock_ns();
                 if work {
                     if let Some(p) = shared.acquire_idle_p() {
                         self.p.set(Some(p));
@@ -1130,7 +1130,7 @@ impl MachineCtx {
         if a == NEVER && b == NEVER {
             return;
         }
-        let now = now_ns();
+        let now = shared.clock_ns();
         if a <= now {
             shared.run_due_timers(&p.timers, now);
         }
@@ -1145,7 +1145,7 @@ impl MachineCtx {
         if next == NEVER {
             return;
         }
-        let now = now_ns();
+        let now = shared.clock_ns();
         if next > now {
             return;
         }
@@ -1164,7 +1164,7 @@ impl MachineCtx {
         }
         for round in 0..STEAL_ROUNDS {
             let last = round == STEAL_ROUNDS - 1;
-            let now = if last { now_ns() } else { 0 };
+            let now = if last { shared.clock_ns() } else { 0 };
             // SAFETY: we own `p`.
             let r = fastrand(unsafe { &mut p.local().rng }) as usize;
             let start = r % n;
@@ -1276,8 +1276,12 @@ impl MachineCtx {
         let netpoll = shared.netpoll.active();
         #[cfg(loom)]
         let netpoll = false;
-        if next != NEVER || netpoll {
-            if next <= now_ns() {
+        #[cfg(not(loom))]
+        let virtual_time = shared.virtual_clock.is_some();
+        #[cfg(loom)]
+        let virtual_time = false;
+        if next != NEVER || netpoll || virtual_time {
+            if next <= shared.clock_ns() {
                 // Due already: run it on an idle P. If every P is busy, their Ms
                 // run their own timers at their next schedule.
                 if let Some(p) = shared.acquire_idle_p() {
@@ -1546,7 +1550,15 @@ impl MachineCtx {
             next = again;
         }
         let now = now_ns();
-        if next > now && !shared.shutdown.load(Acquire) && !self.has_homed_work() {
+        #[cfg(not(loom))]
+        let waited_virtually = self.virtual_wait(next, via_poller);
+        #[cfg(loom)]
+        let waited_virtually = false;
+        if !waited_virtually
+            && next > now
+            && !shared.shutdown.load(Acquire)
+            && !self.has_homed_work()
+        {
             #[cfg(not(loom))]
             if via_poller && next - now >= POLLER_MIN_SLEEP_NS {
                 // Until the next timer (forever if none), or a wake.
@@ -1576,5 +1588,76 @@ impl MachineCtx {
             self.m.parker.reset();
         }
         true
+    }
+
+    /// The timer sleeper of a virtual-time runtime (`vtime.rs`, "When it
+    /// moves"): wait while anything runs, take socket events the kernel
+    /// has, else move the clock to the earliest timer `next`; report a
+    /// stall when nothing can move. False: not a virtual runtime (sleep
+    /// as usual).
+    #[cfg(not(loom))]
+    fn virtual_wait(&self, next: u64, via_poller: bool) -> bool {
+        let shared = &*self.shared;
+        let Some(vc) = &shared.virtual_clock else {
+            return false;
+        };
+        if shared.shutdown.load(Acquire) || self.has_homed_work() {
+            return true;
+        }
+        if !self.virtually_quiescent() {
+            // Until the last P goes idle (`pidleput` wakes us), or a call in
+            // flight ends (nobody wakes us for that: look again soon).
+            vc.progressed();
+            self.wait_real(via_poller, super::vtime::RECHECK);
+            return true;
+        }
+        if shared.netpoll.active() {
+            if let Some(ready) = shared.netpoll.poll(Some(Duration::ZERO), now_ns) {
+                if !ready.is_empty() {
+                    vc.progressed();
+                    shared.inject(ready, None);
+                    return true;
+                }
+            }
+        }
+        if next != NEVER {
+            vc.advance_to(next);
+            return true;
+        }
+        // Nothing in the runtime can move; a socket or a plain thread may.
+        if vc.stalled(now_ns()) {
+            vc.report_stall(shared.stall_report());
+        }
+        self.wait_real(via_poller, super::vtime::RECHECK * 10);
+        true
+    }
+
+    /// Every P idle, nothing queued anywhere, no call in flight: only a
+    /// timer, a socket or a plain thread can wake anyone.
+    #[cfg(not(loom))]
+    fn virtually_quiescent(&self) -> bool {
+        let shared = &*self.shared;
+        shared.all_ps_idle()
+            && shared.global_len() == 0
+            && shared
+                .virtual_clock
+                .as_ref()
+                .is_some_and(|vc| vc.busy.load(SeqCst) == 0)
+            && shared.blocking.all_idle().is_some()
+            && !lock(&shared.machines).iter().any(|m| m.has_inbox())
+    }
+
+    /// Wait for real time `d` at most, in the poller if we registered as
+    /// waiting there, else on our parker (both woken by `Machine::wake`).
+    #[cfg(not(loom))]
+    fn wait_real(&self, via_poller: bool, d: Duration) {
+        let shared = &*self.shared;
+        if via_poller {
+            if let Some(ready) = shared.netpoll.poll(Some(d), now_ns) {
+                shared.inject(ready, None);
+            }
+        } else {
+            self.m.parker.wait_timeout(d);
+        }
     }
 }

@@ -62,6 +62,8 @@ pub(crate) mod syscall;
 pub(crate) mod sysmon;
 pub(crate) mod task;
 pub(crate) mod timers;
+#[cfg(not(loom))]
+pub(crate) mod vtime;
 pub(crate) mod wait;
 
 use std::sync::Weak;
@@ -183,6 +185,9 @@ pub(crate) struct Shared {
     pub(crate) netpoll: crate::netpoll::Poller,
     /// This runtime's id in the timeline (`crate::trace`).
     pub(crate) trace_rt: u32,
+    /// The clock of a virtual-time runtime (`vtime.rs`); `None`: real time.
+    #[cfg(not(loom))]
+    pub(crate) virtual_clock: Option<vtime::VirtualClock>,
     /// Ourselves, for the `Arc` a new M or a task needs.
     me: Weak<Shared>,
 }
@@ -255,6 +260,8 @@ impl Shared {
             #[cfg(not(loom))]
             netpoll: crate::netpoll::Poller::new(),
             trace_rt: crate::trace::new_runtime(&config.name),
+            #[cfg(not(loom))]
+            virtual_clock: config.virtual_time.then(vtime::VirtualClock::new),
             me: me.clone(),
             config,
         });

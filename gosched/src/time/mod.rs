@@ -1,4 +1,6 @@
-//! Time: `sleep`, `timeout`, and the channel timers `after`, `tick` and `Timer`.
+//! Time: `sleep`, `timeout`, the channel timers `after`, `tick` and `Timer`,
+//! and `now` (the runtime's clock, which a virtual-time runtime moves itself:
+//! `sched/vtime.rs`).
 //!
 //! Every timer here sits on the scheduler's per-P timer heaps (`sched/timers`:
 //! the protocol, who runs due timers, and how an idle M sleeps exactly until the
@@ -10,12 +12,43 @@ mod timer;
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::sched::timers::{add_timer, deadline_after, instant_to_ns, TimerEntry};
+use crate::sched::timers::{add_timer, clock_now, deadline_after, instant_to_ns, TimerEntry};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 pub use crate::sched::timers::{sleep_until, Sleep};
 pub use timer::{Ticker, Timer};
+
+/// The current time on the clock of the calling code's runtime:
+/// `Instant::now()`, except inside a runtime with
+/// [virtual time](crate::Builder::virtual_time), where it is that runtime's
+/// clock (it moves only when every goroutine is parked, to the next timer).
+/// Every deadline gosched computes from a duration is `now() + d`: measure
+/// with `now`/[`since`], not `Instant::now()`, in code that may run under
+/// virtual time.
+///
+/// ```
+/// use std::time::Duration;
+/// gosched::testing::run_virtual(|| {
+///     let t = gosched::time::now();
+///     gosched::time::sleep(Duration::from_secs(90));
+///     assert_eq!(gosched::time::now() - t, Duration::from_secs(90));
+/// });
+/// ```
+pub fn now() -> Instant {
+    clock_now()
+}
+
+/// Time passed since `t` on the runtime's clock (Go's `time.Since`):
+/// `now() - t`, or zero if `t` is later.
+///
+/// ```
+/// let t = gosched::time::now();
+/// assert!(gosched::time::since(t) < std::time::Duration::from_secs(60));
+/// ```
+pub fn since(t: Instant) -> Duration {
+    clock_now().saturating_duration_since(t)
+}
 
 /// Block the calling goroutine (or, outside the runtime, the calling thread) for
 /// at least `d`. Only the goroutine parks: its M runs other goroutines meanwhile.
@@ -104,7 +137,7 @@ impl<F: Future> Future for Timeout<F> {
 pub fn after(d: Duration) -> crate::Chan<Instant> {
     let ch = crate::chan(1);
     if d.is_zero() {
-        let _ = ch.try_send(Instant::now());
+        let _ = ch.try_send(clock_now());
         return ch;
     }
     let when = instant_to_ns(deadline_after(d));
@@ -114,7 +147,7 @@ pub fn after(d: Duration) -> crate::Chan<Instant> {
             // Room is certain (cap 1, nothing else sends); closed: the user
             // closed it, nothing to deliver.
             if let Some(tx) = tx.take() {
-                let _ = tx.try_send(Instant::now());
+                let _ = tx.try_send(clock_now());
             }
         },
         None,

@@ -48,7 +48,9 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use crate::sched::timers::{add_timer, deadline_after, instant_to_ns, TimerEntry, MAX_WAIT};
+use crate::sched::timers::{
+    add_timer, clock_now, deadline_after, instant_to_ns, TimerEntry, MAX_WAIT,
+};
 use crate::Chan;
 
 type Func = Arc<dyn Fn() + Send + Sync + 'static>;
@@ -268,7 +270,7 @@ impl Inner {
         }
         if let Some(period) = st.period {
             // A ticker stays pending; `deadline` tracks its next tick.
-            st.deadline = Some(Instant::now() + period);
+            st.deadline = Some(clock_now() + period);
         } else {
             st.deadline = None;
             st.entry = None;
@@ -280,7 +282,7 @@ impl Inner {
                 // a tick the receiver has not taken yet (the new one is
                 // dropped, as Go's ticker drops it); closed: the user closed
                 // the channel, nothing to deliver.
-                let _ = self.ch.try_send(Instant::now());
+                let _ = self.ch.try_send(clock_now());
             }
             Some(f) => {
                 let f = f.clone();

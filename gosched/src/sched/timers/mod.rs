@@ -99,16 +99,57 @@ pub(crate) fn instant_to_ns(t: Instant) -> u64 {
 /// deadline stays far inside the nanosecond clock's range (~584 years).
 pub(crate) const MAX_WAIT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
-/// The deadline `d` from now, saturated at `MAX_WAIT`: every API that takes a
-/// duration (sleep, timeouts, select's `after`, Timer) computes it here.
+/// The deadline `d` from now on the caller's clock (`clock_now`),
+/// saturated at `MAX_WAIT`: every API that takes a duration (sleep,
+/// timeouts, select's `after`, Timer) computes it here.
 pub(crate) fn deadline_after(d: Duration) -> Instant {
-    Instant::now() + d.min(MAX_WAIT)
+    clock_now() + d.min(MAX_WAIT)
 }
 
-/// The `Instant` of `ns` on this clock (models arm timers at model-clock times).
-#[cfg(loom)]
+/// The `Instant` of `ns` on this clock (models arm timers at model-clock
+/// times; a virtual clock's now is one).
 pub(crate) fn ns_to_instant(ns: u64) -> Instant {
     epoch() + std::time::Duration::from_nanos(ns)
+}
+
+/// Now (ns) on the clock of the calling code's runtime: a virtual-time
+/// runtime's own clock (`vtime.rs`), else the real one (also outside every
+/// runtime). What a deadline computed here is compared with.
+#[inline]
+pub(crate) fn clock_ns() -> u64 {
+    #[cfg(not(loom))]
+    if let Some(ns) = virtual_now() {
+        return ns;
+    }
+    now_ns()
+}
+
+/// `clock_ns` as an `Instant` (`time::now`).
+#[inline]
+pub(crate) fn clock_now() -> Instant {
+    #[cfg(not(loom))]
+    if let Some(ns) = virtual_now() {
+        return ns_to_instant(ns);
+    }
+    Instant::now()
+}
+
+/// The calling code's virtual clock, if it runs in a virtual-time runtime.
+#[cfg(not(loom))]
+#[inline]
+fn virtual_now() -> Option<u64> {
+    if !super::vtime::any() {
+        return None;
+    }
+    super::context::with_current_opt(|s| s.virtual_clock.as_ref().map(|vc| vc.now_ns())).flatten()
+}
+
+#[cfg(loom)]
+impl Shared {
+    /// Now on this runtime's timer clock (the model clock).
+    pub(crate) fn clock_ns(&self) -> u64 {
+        now_ns()
+    }
 }
 
 /// A timer on a heap: see the protocol above.
@@ -507,7 +548,7 @@ impl Future for Sleep {
             }
             None => {
                 let when = instant_to_ns(self.deadline);
-                if when <= now_ns() {
+                if when <= clock_ns() {
                     if std::mem::take(&mut self.must_park) {
                         // Due already: park once anyway, as a yield (woken by
                         // ourselves, we go to the back of the local queue).

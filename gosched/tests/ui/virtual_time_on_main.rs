@@ -1,0 +1,2 @@
+#[gosched::main(virtual_time)]
+fn main() {}
