@@ -21,6 +21,8 @@ pub struct Options {
     /// takes over [`LONG_RUN`], and 3 with `--quick`).
     pub runs: Option<usize>,
     pub timeout: Duration,
+    /// Draw an SVG per workload (`chart.rs`).
+    pub chart: bool,
 }
 
 /// A row whose first run takes longer than this is run 3 times, not 5.
@@ -254,6 +256,12 @@ pub fn main(opts: Options) -> std::io::Result<()> {
     std::fs::write(&json_path, report::json(&meta, &results, &paths.workspace))?;
     std::fs::write(&md_path, report::markdown(&meta, &results))?;
     println!("wrote {} and {}", json_path.display(), md_path.display());
+    if opts.chart {
+        let dir = paths.out_dir.join("charts");
+        let written = crate::chart::write_all(&meta, &results, &dir)
+            .map_err(|e| std::io::Error::other(format!("charts: {e}")))?;
+        println!("wrote {} charts in {}", written.len(), dir.display());
+    }
     Ok(())
 }
 

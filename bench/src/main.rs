@@ -7,6 +7,7 @@
 //! - worker: `gosched-bench run <workload> <impl> <procs> <size>` runs one
 //!   measurement in-process and prints one JSON line.
 
+mod chart;
 mod child;
 mod driver;
 mod golang;
@@ -36,6 +37,7 @@ options:
                    only), java (W12 only), may, tokio, crossbeam, flume, kanal (the last
                    four: W5 on plain threads)
   --timeout SECS   kill a measurement after this long (default 60)
+  --chart          also draw an SVG chart per workload (target/bench/charts/<id>.svg)
 
 writes target/bench/results.json and target/bench/results.md";
 
@@ -76,6 +78,7 @@ fn driver(args: &[String]) -> Result<(), String> {
         procs: 2,
         runs: None,
         timeout: Duration::from_secs(60),
+        chart: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -90,6 +93,7 @@ fn driver(args: &[String]) -> Result<(), String> {
                 return Ok(());
             }
             "--quick" => opts.quick = true,
+            "--chart" => opts.chart = true,
             "--procs" => opts.procs = parse_num(&value("--procs")?, "--procs")? as usize,
             "--runs" => opts.runs = Some(parse_num(&value("--runs")?, "--runs")? as usize),
             "--timeout" => {
