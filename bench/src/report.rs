@@ -362,6 +362,13 @@ fn locked_version(lock: &str, name: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn dates() {
+        assert_eq!(super::date_utc(0), "1970-01-01");
+        assert_eq!(super::date_utc(951_782_400), "2000-02-29");
+        assert_eq!(super::date_utc(1_795_548_076), "2026-11-24");
+    }
+
     use super::*;
 
     #[test]
@@ -389,14 +396,4 @@ pub fn date_utc(unix: u64) -> String {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
     format!("{y:04}-{m:02}-{d:02}")
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn dates() {
-        assert_eq!(super::date_utc(0), "1970-01-01");
-        assert_eq!(super::date_utc(951_782_400), "2000-02-29");
-        assert_eq!(super::date_utc(1_795_548_076), "2026-11-24");
-    }
 }
