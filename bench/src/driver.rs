@@ -110,7 +110,11 @@ pub struct WorkloadResult {
 impl WorkloadResult {
     /// gosched row ÷ peer row (medians of the primary figure).
     pub fn ratio(&self, gosched: &Row, peer: Impl) -> Option<f64> {
-        if !gosched.imp.races(peer) {
+        // Spawning from a plain thread races Go's W1 (issue 25's target).
+        let plain_spawn = self.workload == Workload::W1Spawn
+            && gosched.imp == Impl::GoschedThreads
+            && peer == Impl::Go;
+        if !gosched.imp.races(peer) && !plain_spawn {
             return None;
         }
         let g = gosched.median()?;

@@ -396,6 +396,8 @@ impl Workload {
                 false
             }
             Workload::W5Mpmc | Workload::W5Mpmc0 => imp != Impl::May,
+            // Spawning from a plain thread (the root outside the runtime).
+            Workload::W1Spawn if imp == Impl::GoschedThreads => true,
             // A timer channel: only Go and gosched have one.
             Workload::T1After => matches!(imp, Impl::GoschedGo | Impl::GoschedAsync | Impl::Go),
             // Blocking calls from goroutines: both gosched modes and Go.
@@ -449,6 +451,7 @@ impl Workload {
                 Impl::GoschedGo | Impl::Go,
             ) => Some("no pool"),
             (Workload::W9Pool, Impl::Tokio) => Some("semaphore"),
+            (Workload::W1Spawn, Impl::GoschedThreads) => Some("from a plain thread"),
             (_, i) if i.is_threads() => Some("threads"),
             _ => None,
         }

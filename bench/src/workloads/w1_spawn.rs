@@ -20,6 +20,8 @@ pub fn run(imp: Impl, procs: usize, n: u64) -> Sample {
         Impl::GoschedGo => gosched_go(procs, n),
         #[cfg(feature = "gosched")]
         Impl::GoschedAsync => gosched_async(procs, n),
+        #[cfg(feature = "gosched")]
+        Impl::GoschedThreads => gosched_from_a_thread(procs, n),
         Impl::Tokio => tokio_tasks(procs, n),
         Impl::May => may_coroutines(procs, n),
         _ => unreachable!("{imp:?} is not built into this binary"),
@@ -65,6 +67,27 @@ fn gosched_async(procs: usize, n: u64) -> Sample {
         rx.await.expect("done signal");
     }))
     .expect("root task");
+    Sample::timed(t.elapsed(), c.count())
+}
+
+/// gosched goroutines spawned by a plain thread (issue 25's plain-thread
+/// spawn row): the driver's own thread is the root, outside the runtime, so
+/// every `go` is P-less (the global queue); it then waits on the oneshot.
+/// Races Go's W1, whose root is a goroutine.
+#[cfg(feature = "gosched")]
+fn gosched_from_a_thread(procs: usize, n: u64) -> Sample {
+    let rt = super::gosched_runtime(procs);
+    let (tx, rx) = futures_channel::oneshot::channel::<()>();
+    let c = Countdown::leak(n, tx);
+    let t = Instant::now();
+    for _ in 0..n {
+        drop(rt.go(move || {
+            if let Some(tx) = c.bump() {
+                let _ = tx.send(());
+            }
+        }));
+    }
+    rt.block_on(rx).expect("done signal");
     Sample::timed(t.elapsed(), c.count())
 }
 
