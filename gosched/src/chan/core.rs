@@ -369,8 +369,11 @@ pub(super) struct State<T> {
 
 pub(super) struct Inner<T> {
     state: Mutex<State<T>>,
-    /// The buffer of a buffered channel (`None`: unbuffered).
-    ring: Option<Ring<T>>,
+    /// The buffer of a buffered channel (`None`: unbuffered). Boxed: the
+    /// ring's two cache-padded indices are 128-aligned, and inline they made
+    /// every channel, unbuffered ones too, ~880 bytes from `memalign`
+    /// (W13's 100,000 cap-0 channels per round: 0.49x the time boxed).
+    ring: Option<Box<Ring<T>>>,
     pub(super) cap: usize,
     /// Handles able to send / to receive (a `Chan` counts as both).
     pub(super) senders: AtomicUsize,
@@ -419,7 +422,7 @@ impl<T> Inner<T> {
     pub(super) fn try_new(cap: usize) -> Result<Self, CapacityError> {
         let ring = match cap {
             0 => None,
-            _ => Some(Ring::new(cap)?),
+            _ => Some(Box::new(Ring::new(cap)?)),
         };
         Ok(Inner {
             state: Mutex::new(State {
