@@ -255,6 +255,18 @@ pub mod __private {
 /// The goroutine stays on the OS thread where it first runs (see "The thread
 /// rule" above), so thread-locals behave as on a plain thread — unless the
 /// runtime was built with the unsafe [`Builder::migrate_goroutines`].
+///
+/// ```
+/// let (tx, rx) = gosched::chan::<u32>(0).split();
+/// let producer = gosched::go(move || {
+///     for i in 1..=3 {
+///         tx.send(i).unwrap(); // parks this goroutine until received
+///     }
+/// });
+/// let sum: u32 = (0..3).map(|_| rx.recv().unwrap()).sum();
+/// producer.join().unwrap();
+/// assert_eq!(sum, 6);
+/// ```
 #[cfg(not(loom))]
 #[track_caller]
 pub fn go<F, T>(f: F) -> JoinHandle<T>
@@ -268,6 +280,13 @@ where
 /// Like [`go`], but returns an error instead of panicking when no stack can be
 /// reserved (for example when `vm.max_map_count` is exhausted on kernels without
 /// `MADV_GUARD_INSTALL`).
+///
+/// ```
+/// match gosched::try_go(|| 6 * 7) {
+///     Ok(h) => assert_eq!(h.join().unwrap(), 42),
+///     Err(e) => panic!("out of stacks: {e}"), // or shed load, retry later...
+/// }
+/// ```
 #[cfg(not(loom))]
 #[track_caller]
 pub fn try_go<F, T>(f: F) -> Result<JoinHandle<T>, SpawnError>
@@ -279,6 +298,16 @@ where
 }
 
 /// Start an async task on the current runtime.
+///
+/// Outside any runtime, the global one (started by the first call).
+///
+/// ```
+/// let h = gosched::spawn(async {
+///     gosched::time::sleep_async(std::time::Duration::from_millis(1)).await;
+///     "slept"
+/// });
+/// assert_eq!(h.join().unwrap(), "slept"); // from a plain thread: parks it
+/// ```
 #[cfg(not(loom))]
 #[track_caller]
 pub fn spawn<F>(fut: F) -> JoinHandle<F::Output>
@@ -299,6 +328,21 @@ where
 ///
 /// # Panics
 /// Inside an async task: use `gosched::task::yield_now().await` there.
+///
+/// ```
+/// use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+/// use std::sync::Arc;
+/// let flag = Arc::new(AtomicBool::new(false));
+/// let f = flag.clone();
+/// let setter = gosched::go(move || f.store(true, SeqCst));
+/// let waiter = gosched::go(move || {
+///     while !flag.load(SeqCst) {
+///         gosched::yield_now(); // lets `setter` run, even on the same P
+///     }
+/// });
+/// waiter.join().unwrap();
+/// setter.join().unwrap();
+/// ```
 #[cfg(not(loom))]
 pub fn yield_now() {
     if coro::in_goroutine() {

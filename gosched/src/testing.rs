@@ -74,6 +74,18 @@ fn virtual_runtime() -> Runtime {
 /// # Panics
 /// With `f`'s own panic, if it panics; and with the stall report (what every
 /// goroutine waits on) if the runtime stays blocked with no timer pending.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// let real = Instant::now();
+/// let waited = gosched::testing::run_virtual(|| {
+///     let t = gosched::time::now();
+///     gosched::time::sleep(Duration::from_secs(3600));
+///     gosched::time::since(t)
+/// });
+/// assert_eq!(waited, Duration::from_secs(3600)); // on the virtual clock
+/// assert!(real.elapsed() < Duration::from_secs(3600)); // in real time: far less
+/// ```
 pub fn run_virtual<F, T>(f: F) -> T
 where
     F: FnOnce() -> T + Send + 'static,

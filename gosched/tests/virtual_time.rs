@@ -292,3 +292,143 @@ async fn the_test_attribute_on_async_fns() {
     time::sleep_async(HOUR).await;
     assert_eq!(since(t), HOUR);
 }
+
+// ---- Regressions found by review ------------------------------------------
+
+/// Burn real CPU for `d` without a runtime call.
+fn spin_real(d: Duration) {
+    let t = Instant::now();
+    while t.elapsed() < d {
+        std::hint::black_box(0u64);
+    }
+}
+
+#[test]
+fn a_goroutine_that_never_yields_keeps_the_clock_still() {
+    // sysmon once compared the virtual deadline with the real clock, found
+    // the hog's P "needed" and retook it; the idle P let the clock jump.
+    let (busy, slept) = run_virtual(|| {
+        let start = now();
+        let s = gosched::go(move || {
+            time::sleep(Duration::from_millis(1));
+            since(start)
+        });
+        gosched::yield_now();
+        spin_real(Duration::from_millis(100));
+        let busy = since(start);
+        (busy, s.join().unwrap())
+    });
+    assert_eq!(busy, Duration::ZERO);
+    assert_eq!(slept, Duration::from_millis(1));
+    // A goroutine left in runnext behind the hog: the same.
+    let busy = run_virtual(|| {
+        let start = now();
+        let _s = gosched::go(move || time::sleep(HOUR));
+        spin_real(Duration::from_millis(100));
+        since(start)
+    });
+    assert_eq!(busy, Duration::ZERO);
+}
+
+// An async test body runs on the test thread: woken by a goroutine that then
+// sleeps, it must see the clock where the send left it (the clock once moved
+// between the wake and the thread's next poll).
+#[gosched::test(virtual_time)]
+async fn a_woken_block_on_thread_is_busy_until_it_polls() {
+    let start = now();
+    let ch = gosched::chan::<u32>(0);
+    let tx = ch.clone();
+    gosched::go(move || {
+        for i in 0..20 {
+            tx.send(i).unwrap();
+            time::sleep(HOUR);
+        }
+    });
+    for i in 0..20u32 {
+        assert_eq!(ch.recv_async().await, Some(i));
+        assert_eq!(since(start), HOUR * i, "message {i} was sent at {i} h");
+    }
+}
+
+#[test]
+fn a_goroutine_parked_inside_a_syscall_lets_the_clock_move() {
+    // The syscall's busy count used to stay up while its goroutine parked
+    // inside `f`: the clock never moved again (a hang).
+    let (slept, got) = run_virtual(|| {
+        let t = now();
+        gosched::syscall(|| time::sleep(Duration::from_secs(1)));
+        let slept = since(t);
+        let ch = gosched::chan::<u8>(0);
+        let tx = ch.clone();
+        gosched::go(move || {
+            time::sleep(Duration::from_secs(5));
+            tx.send(9).unwrap();
+        });
+        let got = gosched::syscall_local(|| ch.recv());
+        (slept, (got, since(t)))
+    });
+    assert_eq!(slept, Duration::from_secs(1));
+    assert_eq!(got, (Some(9), Duration::from_secs(6)));
+}
+
+#[test]
+fn a_stuck_async_test_body_is_reported() {
+    // The body polls on the test thread; with nothing spawned no M existed
+    // to notice the stall (it hung).
+    let rt = gosched::Builder::new()
+        .procs(1)
+        .virtual_time(true)
+        .build()
+        .unwrap();
+    let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        gosched::__private::test_future(rt, async {
+            let never = gosched::chan::<u8>(0);
+            let _keep = never.clone();
+            never.recv_async().await
+        })
+    }))
+    .expect_err("nothing can wake the body: the test must fail");
+    let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("virtual time is stuck"), "{msg}");
+}
+
+#[test]
+fn a_plain_thread_that_keeps_waking_a_goroutine_is_no_stall() {
+    // Wakes that ran and parked again between two of the sleeper's looks
+    // once went unseen, and 1 s of them was reported as a stall.
+    let n = run_virtual(|| {
+        let ch = gosched::chan::<u32>(0);
+        let tx = ch.clone();
+        let feeder = std::thread::spawn(move || {
+            for i in 0..5 {
+                std::thread::sleep(Duration::from_millis(300));
+                tx.send(i).unwrap();
+            }
+        });
+        let got: Vec<u32> = (0..5).map(|_| ch.recv().unwrap()).collect();
+        feeder.join().unwrap();
+        got
+    });
+    assert_eq!(n, vec![0, 1, 2, 3, 4]);
+}
+
+#[test]
+fn waits_on_real_time_stay_real_inside_a_virtual_runtime() {
+    // `shutdown_timeout` of another runtime took its deadline on the
+    // virtual clock: 300 ms behind the real one, it gave up at once.
+    let (ok, took) = run_virtual(|| {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(300) {
+            gosched::yield_now();
+        }
+        let other = gosched::Builder::new().procs(1).build().unwrap();
+        let h = other.go(|| 1);
+        while !h.is_finished() {
+            gosched::yield_now();
+        }
+        let t = Instant::now();
+        let ok = gosched::syscall(move || other.shutdown_timeout(Duration::from_secs(10)));
+        (ok, t.elapsed())
+    });
+    assert!(ok, "an idle runtime shuts down within 10 s (took {took:?})");
+}

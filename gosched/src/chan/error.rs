@@ -3,10 +3,29 @@
 use std::fmt;
 
 /// The channel is closed (or nobody can receive): the value comes back.
+///
+/// Returned by `send` and `send_async`, and by a `select!` send arm.
+///
+/// ```
+/// let ch = gosched::chan::<String>(1);
+/// ch.close().unwrap();
+/// let err = ch.send("not lost".to_string()).unwrap_err();
+/// assert_eq!(err.to_string(), "sending on a closed channel");
+/// assert_eq!(err.0, "not lost");
+/// ```
 #[derive(PartialEq, Eq, Clone, Copy)]
 pub struct SendError<T>(pub T);
 
 /// Why `try_send` did not send; the value comes back.
+///
+/// ```
+/// use gosched::chan::TrySendError;
+/// let ch = gosched::chan::<i32>(0); // unbuffered, and no receiver waits
+/// match ch.try_send(1) {
+///     Err(TrySendError::Full(v)) => assert_eq!(v, 1),
+///     other => panic!("unexpected: {other:?}"),
+/// }
+/// ```
 #[derive(PartialEq, Eq, Clone, Copy)]
 pub enum TrySendError<T> {
     /// The buffer is full (or, unbuffered, no receiver is waiting).
@@ -16,13 +35,32 @@ pub enum TrySendError<T> {
 }
 
 /// Why `send_timeout` did not send; the value comes back.
+///
+/// ```
+/// use std::time::Duration;
+/// use gosched::chan::SendTimeoutError;
+/// let ch = gosched::chan::<i32>(1);
+/// ch.close().unwrap();
+/// let r = ch.send_timeout(1, Duration::from_secs(1)); // fails at once
+/// assert_eq!(r, Err(SendTimeoutError::Closed(1)));
+/// ```
 #[derive(PartialEq, Eq, Clone, Copy)]
 pub enum SendTimeoutError<T> {
+    /// The timeout passed with no room in the buffer (unbuffered: no receiver).
     Timeout(T),
+    /// The channel is closed (or nobody can receive).
     Closed(T),
 }
 
 /// Why `try_recv` returned nothing.
+///
+/// ```
+/// use gosched::chan::TryRecvError;
+/// let ch = gosched::chan::<i32>(1);
+/// assert_eq!(ch.try_recv(), Err(TryRecvError::Empty)); // try again later
+/// ch.close().unwrap();
+/// assert_eq!(ch.try_recv(), Err(TryRecvError::Closed)); // nothing will come
+/// ```
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 pub enum TryRecvError {
     /// Nothing buffered and no sender waiting.
@@ -32,13 +70,32 @@ pub enum TryRecvError {
 }
 
 /// Why `recv_timeout` returned nothing.
+///
+/// ```
+/// use std::time::Duration;
+/// use gosched::chan::RecvTimeoutError;
+/// let ch = gosched::chan::<i32>(1);
+/// // Nobody sends: this waits the whole millisecond.
+/// assert_eq!(ch.recv_timeout(Duration::from_millis(1)), Err(RecvTimeoutError::Timeout));
+/// ch.close().unwrap();
+/// assert_eq!(ch.recv_timeout(Duration::from_secs(1)), Err(RecvTimeoutError::Closed));
+/// ```
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 pub enum RecvTimeoutError {
+    /// The timeout passed with nothing to receive.
     Timeout,
+    /// The channel is closed and drained.
     Closed,
 }
 
 /// `close` was called on a channel that was already closed (Go panics here).
+///
+/// ```
+/// use gosched::chan::CloseError;
+/// let ch = gosched::chan::<()>(0);
+/// assert_eq!(ch.close(), Ok(()));
+/// assert_eq!(ch.close(), Err(CloseError));
+/// ```
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 pub struct CloseError;
 
@@ -48,6 +105,15 @@ pub struct CloseError;
 /// As in Go's `makechan`, the buffer's bytes (`cap` slots) must fit in the
 /// address space (at most `isize::MAX` bytes) and be allocatable; a zero-sized
 /// element type needs no buffer memory and accepts any `cap` up to `isize::MAX`.
+///
+/// ```
+/// let e = gosched::chan::try_chan::<u64>(usize::MAX).unwrap_err();
+/// assert!(e.is_out_of_range());
+/// assert!(e.to_string().contains("capacity out of range"));
+/// // A zero-sized type needs no buffer, but the capacity must still fit.
+/// assert!(gosched::chan::try_chan::<()>(isize::MAX as usize).is_ok());
+/// assert!(gosched::chan::try_chan::<()>(usize::MAX).is_err());
+/// ```
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 pub struct CapacityError {
     cap: usize,
@@ -81,38 +147,88 @@ impl CapacityError {
     }
 
     /// The capacity that was asked for.
+    ///
+    /// ```
+    /// let e = gosched::chan::try_chan::<u32>(usize::MAX / 2).unwrap_err();
+    /// assert_eq!(e.capacity(), usize::MAX / 2);
+    /// ```
     pub fn capacity(&self) -> usize {
         self.cap
     }
 
     /// True if the capacity can never fit (its buffer would exceed `isize::MAX`
     /// bytes); false if it fits but the memory could not be allocated.
+    ///
+    /// ```
+    /// let e = gosched::chan::try_chan::<[u8; 1024]>(usize::MAX / 512).unwrap_err();
+    /// assert!(e.is_out_of_range()); // no smaller machine would help
+    /// ```
     pub fn is_out_of_range(&self) -> bool {
         self.out_of_range
     }
 }
 
 impl<T> SendError<T> {
+    /// The value that could not be sent.
+    ///
+    /// ```
+    /// let ch = gosched::chan::<Vec<u8>>(1);
+    /// ch.close().unwrap();
+    /// let back = ch.send(vec![1, 2]).unwrap_err().into_inner();
+    /// assert_eq!(back, [1, 2]);
+    /// ```
     pub fn into_inner(self) -> T {
         self.0
     }
 }
 
 impl<T> TrySendError<T> {
+    /// The value that could not be sent, whatever the reason.
+    ///
+    /// ```
+    /// let ch = gosched::chan::<&str>(0);
+    /// let e = ch.try_send("x").unwrap_err();
+    /// assert_eq!(e.into_inner(), "x");
+    /// ```
     pub fn into_inner(self) -> T {
         match self {
             TrySendError::Full(v) | TrySendError::Closed(v) => v,
         }
     }
+
+    /// No room now (a later send may succeed).
+    ///
+    /// ```
+    /// let ch = gosched::chan::<i32>(1);
+    /// ch.try_send(1).unwrap();
+    /// assert!(ch.try_send(2).unwrap_err().is_full());
+    /// ```
     pub fn is_full(&self) -> bool {
         matches!(self, TrySendError::Full(_))
     }
+
+    /// The channel is closed (no send will ever succeed).
+    ///
+    /// ```
+    /// let ch = gosched::chan::<i32>(1);
+    /// ch.close().unwrap();
+    /// assert!(ch.try_send(1).unwrap_err().is_closed());
+    /// ```
     pub fn is_closed(&self) -> bool {
         matches!(self, TrySendError::Closed(_))
     }
 }
 
 impl<T> SendTimeoutError<T> {
+    /// The value that could not be sent, whatever the reason.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let ch = gosched::chan::<i32>(1);
+    /// ch.close().unwrap();
+    /// let e = ch.send_timeout(7, Duration::from_secs(1)).unwrap_err();
+    /// assert_eq!(e.into_inner(), 7);
+    /// ```
     pub fn into_inner(self) -> T {
         match self {
             SendTimeoutError::Timeout(v) | SendTimeoutError::Closed(v) => v,

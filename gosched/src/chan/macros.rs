@@ -38,6 +38,22 @@
 /// up a value or takes one. `ch` may be a `Chan`, `Sender`/`Receiver` (or a
 /// reference to one). An empty `select! {}` blocks forever.
 ///
+/// A `send` arm, and `default` for a select that never waits:
+///
+/// ```
+/// use gosched::{chan, select};
+///
+/// let jobs = chan::<u32>(1);
+/// let mut dropped = 0;
+/// for job in 1..=3 {
+///     select! {
+///         send(jobs, job) -> res => res.unwrap(),
+///         default => dropped += 1, // full: shed the load
+///     }
+/// }
+/// assert_eq!((jobs.recv(), dropped), (Some(1), 2));
+/// ```
+///
 /// # Panics
 /// Inside an async task: use [`select_async!`](crate::select_async) there.
 #[macro_export]

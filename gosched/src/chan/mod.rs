@@ -1,5 +1,19 @@
 //! Go channels: `chan::<T>(cap)`.
 //!
+//! ```
+//! let ch = gosched::chan::<i32>(0); // unbuffered: each send waits for a receiver
+//! let tx = ch.clone();
+//! let h = gosched::go(move || {
+//!     for i in 1..=3 {
+//!         tx.send(i).unwrap();
+//!     }
+//!     tx.close().unwrap();
+//! });
+//! let got: Vec<i32> = ch.iter().collect(); // until closed and drained
+//! assert_eq!(got, [1, 2, 3]);
+//! h.join().unwrap();
+//! ```
+//!
 //! # Protocol (Go's `chan.go`, with futures)
 //!
 //! A channel is one lock around: a ring buffer of at most `cap` values, the
@@ -88,16 +102,52 @@ use crate::loom::sync::Arc;
 // ---- handles ------------------------------------------------------------------------
 
 /// A Go channel: both ends in one handle. `Clone` for more senders/receivers.
+///
+/// Made by [`chan`]. Every clone is a handle on the same channel (MPMC): any of
+/// them may send, any may receive, and each value goes to exactly one receiver.
+/// [`split`](Chan::split) turns a handle into a [`Sender`] and a [`Receiver`].
+///
+/// ```
+/// let ch = gosched::chan::<u32>(4);
+/// let ch2 = ch.clone(); // the same channel
+/// ch2.send(1).unwrap();
+/// assert_eq!(ch.recv(), Some(1));
+/// assert!(ch2.is_empty());
+/// ```
 pub struct Chan<T> {
     inner: Arc<Inner<T>>,
 }
 
 /// The sending end of a channel (from [`Chan::split`]).
+///
+/// Cloneable; when the last handle able to send (every `Sender` and `Chan`) is
+/// dropped, the channel closes: receivers drain the buffer, then get `None`.
+///
+/// ```
+/// let (tx, rx) = gosched::chan::<&str>(1).split();
+/// let h = gosched::go(move || tx.send("hi").unwrap()); // `tx` is dropped after
+/// assert_eq!(rx.recv(), Some("hi"));
+/// h.join().unwrap();
+/// assert_eq!(rx.recv(), None); // the last sender is gone
+/// ```
 pub struct Sender<T> {
     inner: Arc<Inner<T>>,
 }
 
 /// The receiving end of a channel (from [`Chan::split`]).
+///
+/// Cloneable; when the last handle able to receive (every `Receiver` and
+/// `Chan`) is dropped, sends fail with [`SendError`] and parked senders get
+/// their values back.
+///
+/// ```
+/// use gosched::chan::SendError;
+/// let (tx, rx) = gosched::chan::<i32>(1).split();
+/// tx.send(1).unwrap();
+/// assert_eq!(rx.recv(), Some(1));
+/// drop(rx); // nobody can receive any more
+/// assert_eq!(tx.send(2), Err(SendError(2)));
+/// ```
 pub struct Receiver<T> {
     inner: Arc<Inner<T>>,
 }
@@ -110,6 +160,14 @@ pub struct Receiver<T> {
 /// If the buffer cannot be made: `cap` is out of range (its bytes would exceed
 /// `isize::MAX`; for a zero-sized `T`, `cap > isize::MAX`) or the allocation
 /// fails. [`try_chan`] returns the error instead.
+///
+/// ```
+/// let ch = gosched::chan::<String>(2);
+/// ch.send("a".to_string()).unwrap(); // room for two: no receiver needed
+/// ch.send("b".to_string()).unwrap();
+/// assert_eq!((ch.len(), ch.cap()), (2, 2));
+/// assert_eq!(ch.recv().as_deref(), Some("a")); // first in, first out
+/// ```
 #[track_caller]
 pub fn chan<T>(cap: usize) -> Chan<T> {
     match try_chan(cap) {
@@ -138,26 +196,70 @@ macro_rules! common_methods {
         /// Close the channel: receivers drain what is buffered, then get `None`;
         /// parked and later senders get their value back in an error. Closing
         /// twice returns `Err(CloseError)` (Go panics).
+        ///
+        /// ```
+        /// let ch = gosched::chan::<i32>(2);
+        /// ch.send(1).unwrap();
+        /// ch.close().unwrap();
+        /// assert!(ch.send(2).is_err()); // no more sends
+        /// assert_eq!(ch.recv(), Some(1)); // the buffer drains first
+        /// assert_eq!(ch.recv(), None);
+        /// assert_eq!(ch.close(), Err(gosched::chan::CloseError));
+        /// ```
         pub fn close(&self) -> Result<(), CloseError> {
             self.inner.close()
         }
 
         /// Whether `close` was called (or every sender is gone).
+        ///
+        /// ```
+        /// let ch = gosched::chan::<i32>(1);
+        /// assert!(!ch.is_closed());
+        /// ch.close().unwrap();
+        /// assert!(ch.is_closed());
+        ///
+        /// let (tx, rx) = gosched::chan::<i32>(1).split();
+        /// drop(tx); // the last handle able to send
+        /// assert!(rx.is_closed());
+        /// ```
         pub fn is_closed(&self) -> bool {
             self.inner.lock().closed
         }
 
-        /// Values buffered now.
+        /// Values buffered now (a snapshot). An unbuffered channel holds none,
+        /// save a value that a dropped receive future put back (see the
+        /// module docs on cancel safety).
+        ///
+        /// ```
+        /// let ch = gosched::chan::<i32>(3);
+        /// ch.send(1).unwrap();
+        /// ch.send(2).unwrap();
+        /// assert_eq!(ch.len(), 2);
+        /// ch.recv();
+        /// assert_eq!(ch.len(), 1);
+        /// ```
         pub fn len(&self) -> usize {
             self.inner.len()
         }
 
         /// No value buffered now.
+        ///
+        /// ```
+        /// let ch = gosched::chan::<i32>(1);
+        /// assert!(ch.is_empty());
+        /// ch.send(1).unwrap();
+        /// assert!(!ch.is_empty());
+        /// ```
         pub fn is_empty(&self) -> bool {
             self.len() == 0
         }
 
         /// The buffer's capacity (0: unbuffered).
+        ///
+        /// ```
+        /// assert_eq!(gosched::chan::<u8>(16).cap(), 16);
+        /// assert_eq!(gosched::chan::<u8>(0).cap(), 0);
+        /// ```
         pub fn cap(&self) -> usize {
             self.inner.cap
         }
@@ -172,6 +274,16 @@ macro_rules! send_methods {
         /// # Panics
         /// Inside an async task, if it would have to wait: use
         /// [`send_async`](Self::send_async) there.
+        ///
+        /// ```
+        /// let ch = gosched::chan::<i32>(0);
+        /// let rx = ch.clone();
+        /// let h = gosched::go(move || rx.recv());
+        /// ch.send(5).unwrap(); // unbuffered: returns once the goroutine has it
+        /// assert_eq!(h.join().unwrap(), Some(5));
+        /// ch.close().unwrap();
+        /// assert_eq!(ch.send(6).unwrap_err().into_inner(), 6); // closed: it comes back
+        /// ```
         pub fn send(&self, value: T) -> Result<(), SendError<T>> {
             crate::coro::preempt_point();
             // The value stays here until it moves to its destination
@@ -190,6 +302,20 @@ macro_rules! send_methods {
 
         /// The async form of `send`. Dropping the future before it completes
         /// withdraws the value.
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// gosched::testing::run_virtual_async(async {
+        ///     let ch = gosched::chan::<u8>(0);
+        ///     let rx = ch.clone();
+        ///     let h = gosched::spawn(async move { rx.recv_async().await });
+        ///     ch.send_async(7).await.unwrap();
+        ///     assert_eq!(h.await.unwrap(), Some(7));
+        ///     // Nobody receives now: the timeout drops the send, and its value.
+        ///     let late = gosched::time::timeout(Duration::from_secs(1), ch.send_async(8)).await;
+        ///     assert!(late.is_err() && ch.is_empty());
+        /// });
+        /// ```
         pub fn send_async(&self, value: T) -> SendFut<'_, T> {
             SendFut {
                 inner: &self.inner,
@@ -199,11 +325,34 @@ macro_rules! send_methods {
         }
 
         /// A send case for a [`Select`] (what `select!`'s `send(ch, value)` builds).
+        ///
+        /// ```
+        /// use gosched::chan::{Select, Selected};
+        /// let ch = gosched::chan::<i32>(1);
+        /// let mut arm = ch.send_arm(3);
+        /// let mut sel = Select::new();
+        /// sel.arm(&mut arm);
+        /// assert_eq!(sel.try_select(), Selected::Arm(0)); // there was room
+        /// drop(sel);
+        /// assert!(arm.take().is_ok());
+        /// assert_eq!(ch.try_recv(), Ok(3));
+        /// ```
         pub fn send_arm(&self, value: T) -> SendArm<'_, T> {
             SendArm::new(&self.inner, value)
         }
 
-        /// Send without blocking.
+        /// Send without blocking: `Full` when the buffer has no room (unbuffered:
+        /// no receiver is parked), `Closed` when the channel is closed; the value
+        /// comes back in either.
+        ///
+        /// ```
+        /// use gosched::chan::TrySendError;
+        /// let ch = gosched::chan::<i32>(1);
+        /// assert_eq!(ch.try_send(1), Ok(()));
+        /// assert_eq!(ch.try_send(2), Err(TrySendError::Full(2)));
+        /// ch.close().unwrap();
+        /// assert_eq!(ch.try_send(3), Err(TrySendError::Closed(3)));
+        /// ```
         pub fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
             crate::coro::preempt_point();
             self.inner.try_send(value).map_err(|(v, full)| {
@@ -216,6 +365,20 @@ macro_rules! send_methods {
         }
 
         /// Send, giving up after `timeout` (the value comes back in the error).
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use gosched::chan::SendTimeoutError;
+        /// gosched::testing::run_virtual(|| {
+        ///     let ch = gosched::chan::<i32>(1);
+        ///     ch.send(1).unwrap();
+        ///     let t = gosched::time::now();
+        ///     // Full, and nobody receives: gives up after one (virtual) second.
+        ///     let r = ch.send_timeout(2, Duration::from_secs(1));
+        ///     assert_eq!(r, Err(SendTimeoutError::Timeout(2)));
+        ///     assert_eq!(gosched::time::since(t), Duration::from_secs(1));
+        /// });
+        /// ```
         pub fn send_timeout(&self, value: T, timeout: Duration) -> Result<(), SendTimeoutError<T>> {
             let deadline = crate::sched::timers::deadline_after(timeout);
             let mut fut = std::pin::pin!(self.send_async(value));
@@ -245,6 +408,17 @@ macro_rules! recv_methods {
         /// # Panics
         /// Inside an async task, if it would have to wait: use
         /// [`recv_async`](Self::recv_async) there.
+        ///
+        /// ```
+        /// let ch = gosched::chan::<i32>(0);
+        /// let tx = ch.clone();
+        /// gosched::go(move || {
+        ///     tx.send(1).unwrap();
+        ///     tx.close().unwrap();
+        /// });
+        /// assert_eq!(ch.recv(), Some(1));
+        /// assert_eq!(ch.recv(), None); // closed and drained
+        /// ```
         pub fn recv(&self) -> Option<T> {
             crate::coro::preempt_point();
             // The value lands here ("Moving values", `core.rs`).
@@ -261,6 +435,16 @@ macro_rules! recv_methods {
 
         /// The async form of `recv`. Cancel-safe: dropping the future never loses
         /// a value.
+        ///
+        /// ```
+        /// let rt = gosched::Runtime::new().unwrap();
+        /// rt.block_on(async {
+        ///     let ch = gosched::chan::<&str>(0);
+        ///     let tx = ch.clone();
+        ///     gosched::spawn(async move { tx.send_async("hello").await.unwrap() });
+        ///     assert_eq!(ch.recv_async().await, Some("hello"));
+        /// });
+        /// ```
         pub fn recv_async(&self) -> RecvFut<'_, T> {
             RecvFut {
                 inner: &self.inner,
@@ -269,11 +453,35 @@ macro_rules! recv_methods {
         }
 
         /// A receive case for a [`Select`] (what `select!`'s `recv(ch)` builds).
+        ///
+        /// ```
+        /// use gosched::chan::{chan, Select, Selected};
+        /// let (a, b) = (chan::<i32>(1), chan::<i32>(1));
+        /// b.send(2).unwrap();
+        /// let (mut ra, mut rb) = (a.recv_arm(), b.recv_arm());
+        /// let mut sel = Select::new();
+        /// sel.arm(&mut ra);
+        /// sel.arm(&mut rb);
+        /// assert_eq!(sel.select(), Selected::Arm(1));
+        /// drop(sel);
+        /// assert_eq!(rb.take(), Some(2));
+        /// ```
         pub fn recv_arm(&self) -> RecvArm<'_, T> {
             RecvArm::new(&self.inner)
         }
 
-        /// Receive without blocking.
+        /// Receive without blocking: `Empty` when nothing is buffered and no
+        /// sender is parked, `Closed` once the channel is closed and drained.
+        ///
+        /// ```
+        /// use gosched::chan::TryRecvError;
+        /// let ch = gosched::chan::<i32>(1);
+        /// assert_eq!(ch.try_recv(), Err(TryRecvError::Empty));
+        /// ch.send(1).unwrap();
+        /// ch.close().unwrap();
+        /// assert_eq!(ch.try_recv(), Ok(1));
+        /// assert_eq!(ch.try_recv(), Err(TryRecvError::Closed));
+        /// ```
         pub fn try_recv(&self) -> Result<T, TryRecvError> {
             crate::coro::preempt_point();
             self.inner.try_recv().map_err(|closed| {
@@ -285,7 +493,24 @@ macro_rules! recv_methods {
             })
         }
 
-        /// Receive, giving up after `timeout`.
+        /// Receive, giving up after `timeout`: `Err(Timeout)` then, `Err(Closed)`
+        /// once the channel is closed and drained.
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use gosched::chan::RecvTimeoutError;
+        /// gosched::testing::run_virtual(|| {
+        ///     let ch = gosched::chan::<i32>(0);
+        ///     let tx = ch.clone();
+        ///     gosched::go(move || {
+        ///         gosched::time::sleep(Duration::from_secs(2));
+        ///         tx.send(9).unwrap();
+        ///     });
+        ///     let early = ch.recv_timeout(Duration::from_secs(1));
+        ///     assert_eq!(early, Err(RecvTimeoutError::Timeout));
+        ///     assert_eq!(ch.recv_timeout(Duration::from_secs(5)), Ok(9));
+        /// });
+        /// ```
         pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
             let deadline = crate::sched::timers::deadline_after(timeout);
             let mut fut = std::pin::pin!(self.recv_async());
@@ -301,7 +526,18 @@ macro_rules! recv_methods {
             }))
         }
 
-        /// Iterate over received values until the channel is closed and drained.
+        /// Iterate over received values until the channel is closed and drained
+        /// (`for v in &ch` does the same).
+        ///
+        /// ```
+        /// let ch = gosched::chan::<i32>(3);
+        /// for i in 0..3 {
+        ///     ch.send(i).unwrap();
+        /// }
+        /// ch.close().unwrap();
+        /// let got: Vec<i32> = ch.iter().collect();
+        /// assert_eq!(got, [0, 1, 2]);
+        /// ```
         pub fn iter(&self) -> Iter<'_, T> {
             Iter { inner: &self.inner }
         }
@@ -329,6 +565,14 @@ impl<T> Chan<T> {
     }
 
     /// Directional views of this channel (the `Chan` itself is consumed).
+    ///
+    /// ```
+    /// let (tx, rx) = gosched::chan::<i32>(1).split();
+    /// tx.send(1).unwrap();
+    /// assert_eq!(rx.recv(), Some(1));
+    /// drop(tx); // the last handle able to send: the channel closes
+    /// assert_eq!(rx.recv(), None);
+    /// ```
     pub fn split(self) -> (Sender<T>, Receiver<T>) {
         // Two new handles, then `self` drops as usual: the counts never reach
         // zero on the way (and `self`'s own reference is released).
@@ -429,7 +673,16 @@ debug_impl!(Chan);
 debug_impl!(Sender);
 debug_impl!(Receiver);
 
-/// Iterator over received values (blocking), from [`Chan::iter`].
+/// Iterator over received values (blocking), from [`Chan::iter`] or
+/// [`Receiver::iter`]; it ends when the channel is closed and drained.
+///
+/// ```
+/// let (tx, rx) = gosched::chan::<u32>(0).split();
+/// let h = gosched::go(move || (1..=4).for_each(|i| tx.send(i).unwrap()));
+/// let sum: u32 = rx.iter().sum(); // ends when the goroutine drops `tx`
+/// assert_eq!(sum, 10);
+/// h.join().unwrap();
+/// ```
 pub struct Iter<'a, T> {
     inner: &'a Arc<Inner<T>>,
 }

@@ -54,6 +54,17 @@ use crate::loom::sync::atomic::Ordering::*;
 use crate::loom::sync::Arc;
 
 /// Which case a select took.
+///
+/// ```
+/// use gosched::chan::{chan, Select, Selected};
+/// let ch = chan::<i32>(1);
+/// let mut arm = ch.recv_arm();
+/// let mut sel = Select::new();
+/// sel.arm(&mut arm);
+/// assert_eq!(sel.try_select(), Selected::Default); // nothing to receive yet
+/// ch.send(1).unwrap();
+/// assert_eq!(sel.try_select(), Selected::Arm(0));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Selected {
     /// The arm with this index (in the order the arms were given).
@@ -92,6 +103,19 @@ mod sealed {
 
 /// One case of a select: [`RecvArm`] or [`SendArm`] (sealed: implemented only by
 /// this crate).
+///
+/// It lets receive and send cases of different element types sit in one list
+/// of `&mut dyn SelectArm`, as [`Select`] and [`SelectFut`] take them.
+///
+/// ```
+/// use gosched::chan::{chan, SelectArm, SelectFut, Selected};
+/// let (nums, words) = (chan::<i32>(0), chan::<&str>(1));
+/// let (mut r, mut s) = (nums.recv_arm(), words.send_arm("hi"));
+/// let mut arms: [&mut dyn SelectArm; 2] = [&mut r, &mut s];
+/// let got = gosched::block_on(SelectFut::new(&mut arms, false));
+/// assert_eq!(got, Selected::Arm(1)); // only the send could proceed
+/// assert_eq!(words.try_recv(), Ok("hi"));
+/// ```
 pub trait SelectArm: sealed::Arm + Send {}
 
 impl<T: Send> SelectArm for RecvArm<'_, T> {}
@@ -100,7 +124,20 @@ impl<T: Send> SelectArm for SendArm<'_, T> {}
 // ---- arms --------------------------------------------------------------------------------
 
 /// A receive case: `recv(ch) -> v`. Get the result with [`take`](Self::take)
-/// after the select chose this arm.
+/// after the select chose this arm. Made by `recv_arm` on a [`Chan`](super::Chan)
+/// or [`Receiver`](super::Receiver).
+///
+/// ```
+/// use gosched::chan::{chan, Select};
+/// let ch = chan::<u8>(1);
+/// ch.send(9).unwrap();
+/// let mut arm = ch.recv_arm();
+/// let mut sel = Select::new();
+/// sel.arm(&mut arm);
+/// sel.select();
+/// drop(sel);
+/// assert_eq!(arm.take(), Some(9));
+/// ```
 pub struct RecvArm<'c, T> {
     inner: &'c Inner<T>,
     waiter: Option<Arc<Waiter<T>>>,
@@ -108,7 +145,22 @@ pub struct RecvArm<'c, T> {
 }
 
 /// A send case: `send(ch, value) -> res`. If another arm wins, the value is
-/// dropped with the arm (Go evaluates and discards it too).
+/// dropped with the arm (Go evaluates and discards it too). Made by
+/// `send_arm` on a [`Chan`](super::Chan) or [`Sender`](super::Sender).
+///
+/// ```
+/// use gosched::chan::{chan, Select, Selected};
+/// let (full, free) = (chan::<i32>(1), chan::<i32>(1));
+/// full.send(0).unwrap();
+/// let (mut a, mut b) = (full.send_arm(1), free.send_arm(2));
+/// let mut sel = Select::new();
+/// sel.arm(&mut a);
+/// sel.arm(&mut b);
+/// assert_eq!(sel.select(), Selected::Arm(1));
+/// drop(sel);
+/// assert!(!a.is_selected() && b.take().is_ok());
+/// assert_eq!((full.len(), free.try_recv()), (1, Ok(2))); // `1` was never sent
+/// ```
 pub struct SendArm<'c, T> {
     inner: &'c Inner<T>,
     value: Option<T>,
@@ -126,6 +178,21 @@ impl<'c, T> RecvArm<'c, T> {
     }
 
     /// Whether the select chose this arm (and its result is not taken yet).
+    ///
+    /// ```
+    /// use gosched::chan::{chan, Select};
+    /// let (a, b) = (chan::<i32>(1), chan::<i32>(1));
+    /// a.send(1).unwrap();
+    /// let (mut ra, mut rb) = (a.recv_arm(), b.recv_arm());
+    /// let mut sel = Select::new();
+    /// sel.arm(&mut ra);
+    /// sel.arm(&mut rb);
+    /// sel.select();
+    /// drop(sel);
+    /// assert!(ra.is_selected() && !rb.is_selected());
+    /// ra.take();
+    /// assert!(!ra.is_selected()); // taken
+    /// ```
     pub fn is_selected(&self) -> bool {
         self.output.is_some()
     }
@@ -134,6 +201,18 @@ impl<'c, T> RecvArm<'c, T> {
     ///
     /// # Panics
     /// If the select did not choose this arm, or the result was taken already.
+    ///
+    /// ```
+    /// use gosched::chan::{chan, Select};
+    /// let ch = chan::<i32>(1);
+    /// ch.close().unwrap();
+    /// let mut arm = ch.recv_arm();
+    /// let mut sel = Select::new();
+    /// sel.arm(&mut arm);
+    /// sel.select(); // a closed channel is always ready
+    /// drop(sel);
+    /// assert_eq!(arm.take(), None);
+    /// ```
     pub fn take(&mut self) -> Option<T> {
         self.output
             .take()
@@ -152,6 +231,17 @@ impl<'c, T> SendArm<'c, T> {
     }
 
     /// Whether the select chose this arm (and its result is not taken yet).
+    ///
+    /// ```
+    /// use gosched::chan::{chan, Select};
+    /// let ch = chan::<i32>(0); // unbuffered, and nobody receives
+    /// let mut arm = ch.send_arm(1);
+    /// let mut sel = Select::new();
+    /// sel.arm(&mut arm);
+    /// sel.try_select(); // `default`: nothing was ready
+    /// drop(sel);
+    /// assert!(!arm.is_selected());
+    /// ```
     pub fn is_selected(&self) -> bool {
         self.output.is_some()
     }
@@ -162,6 +252,18 @@ impl<'c, T> SendArm<'c, T> {
     ///
     /// # Panics
     /// If the select did not choose this arm, or the result was taken already.
+    ///
+    /// ```
+    /// use gosched::chan::{chan, Select, SendError};
+    /// let ch = chan::<i32>(1);
+    /// ch.close().unwrap();
+    /// let mut arm = ch.send_arm(5);
+    /// let mut sel = Select::new();
+    /// sel.arm(&mut arm);
+    /// sel.select(); // a send on a closed channel is ready: it fails
+    /// drop(sel);
+    /// assert_eq!(arm.take(), Err(SendError(5)));
+    /// ```
     pub fn take(&mut self) -> Result<(), SendError<T>> {
         self.output
             .take()
@@ -358,6 +460,27 @@ impl<T> fmt::Debug for SendArm<'_, T> {
 // ---- the select future -------------------------------------------------------------------
 
 /// The future behind `select!` / `select_async!` and [`Select`].
+///
+/// Cancel-safe: dropping it while it waits unregisters every arm, and a value
+/// a receive arm had already been handed goes back into its channel.
+///
+/// ```
+/// use std::time::Duration;
+/// use gosched::chan::{chan, Select};
+/// gosched::testing::run_virtual_async(async {
+///     let ch = chan::<u8>(1);
+///     let mut arm = ch.recv_arm();
+///     let mut sel = Select::new();
+///     sel.arm(&mut arm);
+///     // Nothing comes within a second: the timeout drops the select.
+///     let r = gosched::time::timeout(Duration::from_secs(1), sel.select_async()).await;
+///     assert!(r.is_err());
+///     drop(sel);
+///     assert!(!arm.is_selected());
+///     ch.send_async(1).await.unwrap();
+///     assert_eq!(ch.len(), 1); // buffered: no stale waiter of the select took it
+/// });
+/// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct SelectFut<'s, 'a> {
     arms: &'s mut [&'a mut dyn SelectArm],
@@ -369,6 +492,19 @@ pub struct SelectFut<'s, 'a> {
 
 impl<'s, 'a> SelectFut<'s, 'a> {
     /// A select over `arms`; with `default`, it never parks.
+    ///
+    /// ```
+    /// use gosched::chan::{chan, SelectArm, SelectFut, Selected};
+    /// let ch = chan::<u8>(1);
+    /// let mut arm = ch.recv_arm();
+    /// let mut arms: [&mut dyn SelectArm; 1] = [&mut arm];
+    /// let now = gosched::block_on(SelectFut::new(&mut arms, true));
+    /// assert_eq!(now, Selected::Default); // empty, and `default` was given
+    /// ch.send(1).unwrap();
+    /// let got = gosched::block_on(SelectFut::new(&mut arms, false));
+    /// assert_eq!(got, Selected::Arm(0));
+    /// assert_eq!(arm.take(), Some(1));
+    /// ```
     pub fn new(arms: &'s mut [&'a mut dyn SelectArm], default: bool) -> Self {
         SelectFut {
             arms,
@@ -380,6 +516,22 @@ impl<'s, 'a> SelectFut<'s, 'a> {
     }
 
     /// Give up at `deadline` with [`Selected::Timeout`] (the `after` case).
+    /// The deadline is on the runtime's clock: compute it from
+    /// [`time::now`](crate::time::now).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use gosched::chan::{chan, SelectArm, SelectFut, Selected};
+    /// gosched::testing::run_virtual(|| {
+    ///     let ch = chan::<u8>(0); // nobody sends
+    ///     let mut arm = ch.recv_arm();
+    ///     let mut arms: [&mut dyn SelectArm; 1] = [&mut arm];
+    ///     let deadline = gosched::time::now() + Duration::from_secs(5);
+    ///     let fut = SelectFut::new(&mut arms, false).deadline(deadline);
+    ///     assert_eq!(gosched::block_on(fut), Selected::Timeout);
+    ///     assert_eq!(gosched::time::now(), deadline);
+    /// });
+    /// ```
     #[cfg(not(loom))]
     pub fn deadline(mut self, deadline: Instant) -> Self {
         self.sleep = Some(crate::sched::timers::sleep_until(deadline));
@@ -607,11 +759,28 @@ pub struct Select<'a> {
 impl<'a> Select<'a> {
     /// An empty select (with no arms, `select` blocks forever, like Go's
     /// `select {}`).
+    ///
+    /// ```
+    /// use gosched::chan::{Select, Selected};
+    /// let mut sel = Select::new();
+    /// assert_eq!(sel.try_select(), Selected::Default); // no arm can be ready
+    /// ```
     pub fn new() -> Self {
         Select { arms: Vec::new() }
     }
 
     /// Add an arm; returns its index in [`Selected::Arm`].
+    ///
+    /// ```
+    /// use gosched::chan::{chan, Select, Selected};
+    /// let chans: Vec<_> = (0..3).map(|_| chan::<u8>(1)).collect();
+    /// chans[2].send(7).unwrap();
+    /// let mut arms: Vec<_> = chans.iter().map(|c| c.recv_arm()).collect();
+    /// let mut sel = Select::new();
+    /// let idx: Vec<usize> = arms.iter_mut().map(|a| sel.arm(a)).collect();
+    /// assert_eq!(idx, [0, 1, 2]);
+    /// assert_eq!(sel.select(), Selected::Arm(2));
+    /// ```
     pub fn arm(&mut self, arm: &'a mut dyn SelectArm) -> usize {
         self.arms.push(arm);
         self.arms.len() - 1
@@ -621,23 +790,76 @@ impl<'a> Select<'a> {
     ///
     /// # Panics
     /// Inside an async task: use [`select_async`](Self::select_async).
+    ///
+    /// ```
+    /// use gosched::chan::{chan, Select, Selected};
+    /// let ch = chan::<String>(0);
+    /// let tx = ch.clone();
+    /// gosched::go(move || tx.send("ping".to_string()).unwrap());
+    /// let mut arm = ch.recv_arm();
+    /// let mut sel = Select::new();
+    /// sel.arm(&mut arm);
+    /// assert_eq!(sel.select(), Selected::Arm(0)); // parks until the send
+    /// drop(sel);
+    /// assert_eq!(arm.take().as_deref(), Some("ping"));
+    /// ```
     pub fn select(&mut self) -> Selected {
         crate::coro::preempt_point();
         crate::block_on(SelectFut::new(&mut self.arms, false))
     }
 
     /// Complete a ready arm, or return [`Selected::Default`] at once.
+    ///
+    /// ```
+    /// use gosched::chan::{chan, Select, Selected};
+    /// let ch = chan::<i32>(1);
+    /// let (mut recv, mut send) = (ch.recv_arm(), ch.send_arm(1));
+    /// let mut sel = Select::new();
+    /// sel.arm(&mut recv);
+    /// sel.arm(&mut send);
+    /// // Only the send can proceed (the buffer is empty and has room).
+    /// assert_eq!(sel.try_select(), Selected::Arm(1));
+    /// ```
     pub fn try_select(&mut self) -> Selected {
         crate::coro::preempt_point();
         crate::block_on(SelectFut::new(&mut self.arms, true))
     }
 
     /// Like `select`, giving up with [`Selected::Timeout`] after `timeout`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use gosched::chan::{chan, Select, Selected};
+    /// gosched::testing::run_virtual(|| {
+    ///     let ch = chan::<i32>(0); // nobody sends
+    ///     let mut arm = ch.recv_arm();
+    ///     let mut sel = Select::new();
+    ///     sel.arm(&mut arm);
+    ///     let t = gosched::time::now();
+    ///     assert_eq!(sel.select_timeout(Duration::from_secs(3)), Selected::Timeout);
+    ///     assert_eq!(gosched::time::since(t), Duration::from_secs(3));
+    /// });
+    /// ```
     pub fn select_timeout(&mut self, timeout: Duration) -> Selected {
         crate::block_on(SelectFut::new(&mut self.arms, false).deadline(deadline_after(timeout)))
     }
 
     /// The async form of `select`; dropping it loses nothing.
+    ///
+    /// ```
+    /// # gosched::Runtime::new().unwrap().block_on(async {
+    /// use gosched::chan::{chan, Select, Selected};
+    /// let ch = chan::<i32>(0);
+    /// let tx = ch.clone();
+    /// gosched::spawn(async move { tx.send_async(4).await.unwrap() });
+    /// let mut arm = ch.recv_arm();
+    /// let mut sel = Select::new();
+    /// sel.arm(&mut arm);
+    /// assert_eq!(sel.select_async().await, Selected::Arm(0));
+    /// drop(sel);
+    /// assert_eq!(arm.take(), Some(4));
+    /// # });
+    /// ```
     pub fn select_async(&mut self) -> SelectFut<'_, 'a> {
         SelectFut::new(&mut self.arms, false)
     }

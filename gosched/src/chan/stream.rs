@@ -24,6 +24,20 @@ type Pending<O> = Option<Pin<Box<dyn Future<Output = O> + Send>>>;
 
 /// A [`Receiver`] as a [`Stream`]: yields every value until the channel is
 /// closed and drained. `Receiver::into_stream` makes one.
+///
+/// ```
+/// # gosched::Runtime::new().unwrap().block_on(async {
+/// use futures::StreamExt;
+/// let (tx, rx) = gosched::chan::<i32>(4).split();
+/// gosched::spawn(async move {
+///     for i in 1..=3 {
+///         tx.send_async(i).await.unwrap();
+///     } // `tx` is dropped: the channel closes, the stream ends
+/// });
+/// let doubled: Vec<i32> = rx.into_stream().map(|n| n * 2).collect().await;
+/// assert_eq!(doubled, [2, 4, 6]);
+/// # });
+/// ```
 pub struct RecvStream<T> {
     rx: Receiver<T>,
     wait: Pending<Option<T>>,
@@ -39,6 +53,17 @@ impl<T> fmt::Debug for RecvStream<T> {
 
 impl<T: Send + 'static> RecvStream<T> {
     /// The receiving handle back (a wait in progress is cancelled).
+    ///
+    /// ```
+    /// use futures::StreamExt;
+    /// let (tx, rx) = gosched::chan::<i32>(2).split();
+    /// tx.send(1).unwrap();
+    /// tx.send(2).unwrap();
+    /// let mut stream = rx.into_stream();
+    /// assert_eq!(gosched::block_on(stream.next()), Some(1));
+    /// let rx = stream.into_inner();
+    /// assert_eq!(rx.recv(), Some(2));
+    /// ```
     pub fn into_inner(self) -> Receiver<T> {
         self.rx
     }
@@ -46,6 +71,19 @@ impl<T: Send + 'static> RecvStream<T> {
 
 impl<T: Send + 'static> Receiver<T> {
     /// This receiver as a `futures` [`Stream`] (feature `stream`).
+    ///
+    /// ```
+    /// # gosched::Runtime::new().unwrap().block_on(async {
+    /// use futures::StreamExt;
+    /// let (tx, rx) = gosched::chan::<u32>(8).split();
+    /// for i in 1..=4 {
+    ///     tx.send_async(i).await.unwrap();
+    /// }
+    /// drop(tx);
+    /// let sum = rx.into_stream().fold(0, |acc, n| async move { acc + n }).await;
+    /// assert_eq!(sum, 10);
+    /// # });
+    /// ```
     pub fn into_stream(self) -> RecvStream<T> {
         RecvStream {
             rx: self,
@@ -82,6 +120,19 @@ impl<T: Send + 'static> Stream for RecvStream<T> {
 /// fails with the value once it is closed. `poll_close` only flushes: closing
 /// the channel is [`Sender::close`]'s job (other senders may share it).
 /// `Sender::into_sink` makes one.
+///
+/// ```
+/// # gosched::Runtime::new().unwrap().block_on(async {
+/// use futures::{SinkExt, StreamExt};
+/// let (tx, rx) = gosched::chan::<i32>(1).split();
+/// let collector = gosched::spawn(rx.into_stream().collect::<Vec<_>>());
+/// let mut sink = tx.into_sink();
+/// // Waits whenever the one-slot buffer is full.
+/// sink.send_all(&mut futures::stream::iter([1, 2, 3]).map(Ok)).await.unwrap();
+/// drop(sink); // the last sender: the channel closes
+/// assert_eq!(collector.await.unwrap(), [1, 2, 3]);
+/// # });
+/// ```
 pub struct SendSink<T> {
     tx: Sender<T>,
     wait: Pending<Result<(), SendError<T>>>,
@@ -97,6 +148,18 @@ impl<T> fmt::Debug for SendSink<T> {
 
 impl<T: Send + 'static> SendSink<T> {
     /// The sending handle back (a send in progress is withdrawn).
+    ///
+    /// ```
+    /// # gosched::Runtime::new().unwrap().block_on(async {
+    /// use futures::SinkExt;
+    /// let (tx, rx) = gosched::chan::<i32>(2).split();
+    /// let mut sink = tx.into_sink();
+    /// sink.send(1).await.unwrap();
+    /// let tx = sink.into_inner();
+    /// tx.send_async(2).await.unwrap();
+    /// assert_eq!((rx.recv_async().await, rx.recv_async().await), (Some(1), Some(2)));
+    /// # });
+    /// ```
     pub fn into_inner(self) -> Sender<T> {
         self.tx
     }
@@ -104,6 +167,18 @@ impl<T: Send + 'static> SendSink<T> {
 
 impl<T: Send + 'static> Sender<T> {
     /// This sender as a `futures` [`Sink`] (feature `stream`).
+    ///
+    /// ```
+    /// # gosched::Runtime::new().unwrap().block_on(async {
+    /// use futures::SinkExt;
+    /// let (tx, rx) = gosched::chan::<&str>(1).split();
+    /// let mut sink = tx.into_sink();
+    /// sink.send("a").await.unwrap();
+    /// assert_eq!(rx.try_recv(), Ok("a"));
+    /// rx.close().unwrap();
+    /// assert!(sink.send("b").await.is_err()); // closed: the value comes back
+    /// # });
+    /// ```
     pub fn into_sink(self) -> SendSink<T> {
         SendSink {
             tx: self,

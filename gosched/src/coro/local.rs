@@ -75,6 +75,16 @@ pub struct GoLocal<T: 'static> {
 
 impl<T: 'static> GoLocal<T> {
     /// A key whose values `init` makes (used by `goroutine_local!`).
+    ///
+    /// ```
+    /// use std::cell::Cell;
+    /// static HITS: gosched::GoLocal<Cell<u32>> = gosched::GoLocal::new(|| Cell::new(0));
+    /// let h = gosched::go(|| {
+    ///     HITS.with(|h| h.set(h.get() + 1));
+    ///     HITS.with(|h| h.get())
+    /// });
+    /// assert_eq!(h.join().unwrap(), 1);
+    /// ```
     pub const fn new(init: fn() -> T) -> Self {
         GoLocal {
             init,
@@ -97,6 +107,23 @@ impl<T: 'static> GoLocal<T> {
 
     /// Run `f` with the calling goroutine's value (the calling thread's,
     /// outside goroutines).
+    ///
+    /// ```
+    /// use std::cell::RefCell;
+    /// gosched::goroutine_local! {
+    ///     static LOG: RefCell<Vec<u32>> = RefCell::new(Vec::new());
+    /// }
+    /// let hs: Vec<_> = (0..4)
+    ///     .map(|i| gosched::go(move || {
+    ///         LOG.with(|l| l.borrow_mut().push(i));
+    ///         gosched::yield_now();
+    ///         LOG.with(|l| l.borrow().clone()) // only this goroutine's pushes
+    ///     }))
+    ///     .collect();
+    /// for (i, h) in hs.into_iter().enumerate() {
+    ///     assert_eq!(h.join().unwrap(), vec![i as u32]);
+    /// }
+    /// ```
     pub fn with<R>(&'static self, f: impl FnOnce(&T) -> R) -> R {
         let key = self.key();
         if let Some(p) = super::with_goroutine_locals(|l| l.get_or_init(key, self.init)) {
@@ -130,6 +157,12 @@ impl<T: 'static> std::fmt::Debug for GoLocal<T> {
 /// gosched::goroutine_local! {
 ///     static NAME: std::cell::RefCell<String> = std::cell::RefCell::new(String::new());
 /// }
+/// let h = gosched::go(|| {
+///     NAME.with(|n| n.borrow_mut().push_str("fetcher"));
+///     NAME.with(|n| n.borrow().clone())
+/// });
+/// assert_eq!(h.join().unwrap(), "fetcher");
+/// NAME.with(|n| assert!(n.borrow().is_empty())); // this thread's own value
 /// ```
 #[macro_export]
 macro_rules! goroutine_local {

@@ -458,6 +458,13 @@ pub(crate) fn yield_goroutine() {
 // ---- spawning --------------------------------------------------------------------
 
 /// Why a goroutine could not be started.
+///
+/// ```
+/// // A stack over the 1 GiB limit cannot be reserved.
+/// let err = gosched::Go::new().stack_size(usize::MAX).try_spawn(|| ()).unwrap_err();
+/// assert!(matches!(err, gosched::SpawnError::Stack(_)));
+/// assert!(err.to_string().starts_with("cannot spawn goroutine"));
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum SpawnError {
@@ -484,7 +491,7 @@ impl std::error::Error for SpawnError {
 
 /// Builder for a goroutine with a name or a stack size of its own.
 ///
-/// ```no_run
+/// ```
 /// let h = gosched::Go::new().name("worker").stack_size(1 << 20).spawn(|| 6 * 7);
 /// assert_eq!(h.join().unwrap(), 42);
 /// ```
@@ -497,17 +504,61 @@ pub struct Go {
 }
 
 impl Go {
+    /// A builder with no name, the runtime's stack size
+    /// ([`Builder::stack_size`](crate::Builder::stack_size)) and the runtime's
+    /// thread rule: `Go::new().spawn(f)` is [`go(f)`](crate::go).
+    ///
+    /// ```
+    /// let h = gosched::Go::new().spawn(|| "plain");
+    /// assert_eq!(h.join().unwrap(), "plain");
+    /// ```
     pub fn new() -> Self {
         Go::default()
     }
 
     /// Name shown in the stack-overflow message and in traces.
+    ///
+    /// Also shown by the goroutine dump ([`dump_goroutines`](crate::runtime::dump_goroutines))
+    /// while the goroutine lives.
+    ///
+    /// ```
+    /// let ch = gosched::chan::<()>(0);
+    /// let rx = ch.clone();
+    /// let h = gosched::Go::new().name("resolver").spawn(move || rx.recv());
+    /// let dump = loop {
+    ///     let mut out = Vec::new();
+    ///     gosched::runtime::dump_goroutines(&mut out).unwrap();
+    ///     let text = String::from_utf8(out).unwrap();
+    ///     if text.contains("[chan receive") {
+    ///         break text; // it has parked
+    ///     }
+    ///     std::thread::yield_now();
+    /// };
+    /// assert!(dump.contains("\"resolver\" [chan receive"), "{dump}");
+    /// ch.close();
+    /// h.join().unwrap();
+    /// ```
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(StdArc::from(name.into()));
         self
     }
 
     /// Usable stack bytes for this goroutine (rounded up to pages; minimum 16 KiB).
+    ///
+    /// The default is the runtime's, [`DEFAULT_STACK_SIZE`] unless
+    /// [`Builder::stack_size`](crate::Builder::stack_size) says otherwise; over
+    /// 1 GiB, [`try_spawn`](Go::try_spawn) fails (and `spawn` panics).
+    ///
+    /// ```
+    /// fn depth(n: u64) -> u64 {
+    ///     let pad = std::hint::black_box([0u8; 512]); // a large frame
+    ///     if n == 0 { u64::from(pad[0]) } else { 1 + depth(n - 1) }
+    /// }
+    /// assert_eq!(gosched::coro::DEFAULT_STACK_SIZE, 256 * 1024);
+    /// // 2,000 frames of over 512 bytes: more than the default holds.
+    /// let h = gosched::Go::new().stack_size(8 << 20).spawn(|| depth(2000));
+    /// assert_eq!(h.join().unwrap(), 2000);
+    /// ```
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
         self
@@ -522,6 +573,18 @@ impl Go {
     /// [`Builder::migrate_goroutines`](crate::Builder::migrate_goroutines) for
     /// this goroutine: it touches no thread-local both before and after a
     /// blocking call within one function activation.
+    ///
+    /// ```
+    /// // SAFETY: the closure touches no thread-local before and after its
+    /// // blocking calls (`send`, `recv`), directly or through a library.
+    /// let go = unsafe { gosched::Go::new().migratable(true) };
+    /// let h = go.spawn(|| {
+    ///     let ch = gosched::chan::<u32>(1);
+    ///     ch.send(41).unwrap();
+    ///     ch.recv().unwrap() + 1
+    /// });
+    /// assert_eq!(h.join().unwrap(), 42);
+    /// ```
     pub unsafe fn migratable(mut self, yes: bool) -> Self {
         self.migratable = Some(yes);
         self
@@ -532,6 +595,13 @@ impl Go {
     /// # Panics
     /// If the stack cannot be reserved; use [`try_spawn`](Go::try_spawn) to get
     /// the error instead.
+    ///
+    /// ```
+    /// let rt = gosched::Runtime::new().unwrap();
+    /// // Inside `rt.block_on`, the current runtime is `rt`.
+    /// let h = rt.block_on(async { gosched::Go::new().name("child").spawn(|| 2 + 2) });
+    /// assert_eq!(rt.block_on(h).unwrap(), 4);
+    /// ```
     #[track_caller]
     pub fn spawn<F, T>(self, f: F) -> JoinHandle<T>
     where
@@ -542,6 +612,13 @@ impl Go {
     }
 
     /// Spawn on the current runtime, or say why not.
+    ///
+    /// ```
+    /// let ok = gosched::Go::new().try_spawn(|| 6 * 7).unwrap();
+    /// assert_eq!(ok.join().unwrap(), 42);
+    /// let too_big = gosched::Go::new().stack_size(2 << 30).try_spawn(|| ());
+    /// assert!(too_big.is_err());
+    /// ```
     #[track_caller]
     pub fn try_spawn<F, T>(self, f: F) -> Result<JoinHandle<T>, SpawnError>
     where
@@ -610,6 +687,17 @@ impl Go {
 /// # Panics
 /// When called from inside an async task on the runtime (that would block an M):
 /// use `.await` there.
+///
+/// ```
+/// // On a plain thread: the thread parks.
+/// assert_eq!(gosched::block_on(async { 1 + 1 }), 2);
+/// // In a goroutine: only the goroutine parks.
+/// let h = gosched::go(|| {
+///     let task = gosched::spawn(async { 20 });
+///     gosched::block_on(async { task.await.unwrap() + 22 })
+/// });
+/// assert_eq!(h.join().unwrap(), 42);
+/// ```
 pub fn block_on<Fut: Future>(fut: Fut) -> Fut::Output {
     if in_goroutine() {
         block_on_goroutine(fut)
@@ -629,6 +717,14 @@ impl<T> JoinHandle<T> {
     ///
     /// # Panics
     /// When called from inside an async task (use `.await` there).
+    ///
+    /// ```
+    /// let h = gosched::go(|| {
+    ///     let inner = gosched::go(|| 21);
+    ///     inner.join().unwrap() * 2 // parks this goroutine, not its thread
+    /// });
+    /// assert_eq!(h.join().unwrap(), 42); // parks this thread
+    /// ```
     pub fn join(self) -> Result<T, JoinError> {
         block_on(self)
     }

@@ -71,6 +71,17 @@ use crate::sched::syscall::{homed_on_this_m, in_place, in_place_blocking, lost_p
 ///
 /// `f` and its result must be `Send` (they may cross to the pool thread);
 /// [`syscall_local`] takes any `f` and always runs it in place.
+///
+/// ```
+/// let dir = std::env::temp_dir();
+/// let h = gosched::go(move || {
+///     // `f` may borrow from the goroutine's stack: no `'static` needed.
+///     gosched::syscall(|| std::fs::metadata(&dir).map(|m| m.is_dir()))
+/// });
+/// assert!(h.join().unwrap().unwrap());
+/// // Outside the runtime it just calls `f`.
+/// assert_eq!(gosched::syscall(|| 1 + 1), 2);
+/// ```
 #[track_caller]
 pub fn syscall<F, R>(f: F) -> R
 where
@@ -128,17 +139,18 @@ fn sample_this_call() -> bool {
 /// goroutine waits for a P (its M on the want-P list) instead of running
 /// beside the procs limit.
 fn run_in_place<R>(f: impl FnOnce() -> R, blocking: bool) -> R {
-    // A virtual clock stands still while the call runs.
+    // A virtual clock stands still while the call runs, and until the
+    // goroutine has a P again (or parks).
     let counted = crate::sched::vtime::BusyGuard::syscall();
     let r = if blocking {
         in_place_blocking(f)
     } else {
         in_place(f)
     };
-    drop(counted);
     if lost_p_in_poll() && super::in_goroutine() {
         super::yield_goroutine();
     }
+    drop(counted);
     r
 }
 
@@ -179,6 +191,15 @@ fn record(site: &AtomicU32, took: Duration) {
 /// in a system call. Unlike [`syscall`] it never hands `f` to another thread,
 /// so `f` need not be `Send`, but while it blocks, the other goroutines homed
 /// on the calling M wait too.
+///
+/// ```
+/// use std::rc::Rc;
+/// let h = gosched::go(|| {
+///     let shared = Rc::new(20); // not `Send`: `syscall` would not take it
+///     gosched::syscall_local(|| *shared + 22)
+/// });
+/// assert_eq!(h.join().unwrap(), 42);
+/// ```
 pub fn syscall_local<R>(f: impl FnOnce() -> R) -> R {
     run_in_place(f, false)
 }
@@ -336,6 +357,15 @@ where
 }
 
 /// Future of [`syscall_async`].
+///
+/// ```
+/// let rt = gosched::Runtime::new().unwrap();
+/// let len = rt.block_on(rt.spawn(async {
+///     let call: gosched::SyscallFuture<usize> = gosched::syscall_async(|| "blocking".len());
+///     call.await
+/// }));
+/// assert_eq!(len.unwrap(), 8);
+/// ```
 #[must_use = "futures do nothing unless polled; the call runs anyway"]
 pub struct SyscallFuture<R> {
     done: Arc<Done<R>>,

@@ -760,7 +760,7 @@ impl<J: Send + 'static> Future for Acquire<'_, J> {
             drop(st);
             self.key = None;
             if let Some(since) = self.since.take() {
-                core.stats.record_wait(since.elapsed());
+                core.stats.record_wait(crate::time::since(since));
             }
             return Poll::Ready(match grant {
                 Grant::Worker(w) => Ok(Slot::Worker(w)),

@@ -50,6 +50,17 @@ impl Default for Builder {
 }
 
 impl Builder {
+    /// A builder with the defaults: Ps from `GOSCHED_MAXPROCS`, the cgroup CPU
+    /// quota or the CPU count (see [`procs`](Self::procs)),
+    /// [`DEFAULT_STACK_SIZE`](crate::coro::DEFAULT_STACK_SIZE) stacks,
+    /// [`DEFAULT_MAX_THREADS`] threads, sysmon and deadlock detection on, the
+    /// real clock. Nothing starts until [`build`](Self::build).
+    ///
+    /// ```
+    /// let rt = gosched::Builder::new().build().unwrap();
+    /// assert!(rt.procs() >= 1);
+    /// assert_eq!(rt.block_on(rt.go(|| 2 + 2)).unwrap(), 4);
+    /// ```
     pub fn new() -> Self {
         Builder {
             procs: None,
@@ -71,6 +82,14 @@ impl Builder {
     /// CPUs it may run on; sysmon re-reads it about once a second and
     /// resizes), else the CPU count. Setting it here (or by the environment,
     /// or [`Runtime::set_procs`]) stops the quota tracking.
+    ///
+    /// `0` is taken as `1`.
+    ///
+    /// ```
+    /// let rt = gosched::Builder::new().procs(3).build().unwrap();
+    /// assert_eq!(rt.procs(), 3);
+    /// assert_eq!(gosched::Builder::new().procs(0).build().unwrap().procs(), 1);
+    /// ```
     pub fn procs(mut self, n: usize) -> Self {
         self.procs = Some(n.max(1));
         self
@@ -79,6 +98,12 @@ impl Builder {
     /// Most Ps [`Runtime::set_procs`] may make live (they are allocated at
     /// build, ~2.5 KiB each). Default: the larger of `procs` and the CPU
     /// count.
+    ///
+    /// ```
+    /// let rt = gosched::Builder::new().procs(1).max_procs(4).build().unwrap();
+    /// assert_eq!(rt.set_procs(8), 1); // returns the previous count
+    /// assert_eq!(rt.procs(), 4); // capped at max_procs
+    /// ```
     pub fn max_procs(mut self, n: usize) -> Self {
         self.max_procs = Some(n.max(1));
         self
@@ -86,18 +111,51 @@ impl Builder {
 
     /// Default goroutine stack size in bytes (reserved address space; see
     /// [`DEFAULT_STACK_SIZE`](crate::coro::DEFAULT_STACK_SIZE)).
+    ///
+    /// Checked by [`build`](Self::build): a size over 1 GiB fails it with
+    /// `InvalidInput`.
+    ///
+    /// ```
+    /// let rt = gosched::Builder::new().stack_size(4 << 20).build().unwrap();
+    /// assert!(4 << 20 > gosched::coro::DEFAULT_STACK_SIZE);
+    /// // A 1 MiB array on the stack: too much for the default, fine in 4 MiB.
+    /// let h = rt.go(|| {
+    ///     let buf = std::hint::black_box([1u8; 1 << 20]);
+    ///     buf.iter().map(|&b| usize::from(b)).sum::<usize>()
+    /// });
+    /// assert_eq!(rt.block_on(h).unwrap(), 1 << 20);
+    /// ```
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = bytes;
         self
     }
 
     /// Most OS threads (Ms) the runtime may start (Go: 10,000).
+    ///
+    /// The runtime always allows at least one more than
+    /// [`max_procs`](Self::max_procs), so a smaller value is raised to that.
+    ///
+    /// ```
+    /// let rt = gosched::Builder::new().procs(2).max_procs(2).max_threads(4).build().unwrap();
+    /// let hs: Vec<_> = (0..8).map(|i| rt.go(move || i * 2)).collect();
+    /// let sum: i32 = hs.into_iter().map(|h| rt.block_on(h).unwrap()).sum();
+    /// assert_eq!(sum, 56);
+    /// assert!(rt.threads() <= 4);
+    /// ```
     pub fn max_threads(mut self, n: usize) -> Self {
         self.max_threads = n.max(1);
         self
     }
 
     /// Prefix of the M threads' names.
+    ///
+    /// Ms are named `{name}-m{n}`; sysmon is `{name}-sysmon`. Default: `gosched`.
+    ///
+    /// ```
+    /// let rt = gosched::Builder::new().thread_name("worker").build().unwrap();
+    /// let name = rt.block_on(rt.go(|| std::thread::current().name().map(String::from)));
+    /// assert!(name.unwrap().unwrap().starts_with("worker-m"));
+    /// ```
     pub fn thread_name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
         self
@@ -120,6 +178,19 @@ impl Builder {
     /// calls, so even a fresh `with` after the blocking call may read and
     /// write the previous thread's slot: undefined behaviour, not a stale value.
     /// Async tasks are unaffected (they never move during a poll).
+    ///
+    /// ```
+    /// // SAFETY: the goroutines of this runtime (below) touch no thread-local,
+    /// // directly or through a library, before and after a blocking call.
+    /// let builder = unsafe { gosched::Builder::new().migrate_goroutines(true) };
+    /// let rt = builder.procs(2).build().unwrap();
+    /// let h = rt.go(|| {
+    ///     let ch = gosched::chan::<u32>(1);
+    ///     ch.send(20).unwrap(); // may resume on another thread after this
+    ///     ch.recv().unwrap() + 22
+    /// });
+    /// assert_eq!(rt.block_on(h).unwrap(), 42);
+    /// ```
     pub unsafe fn migrate_goroutines(mut self, yes: bool) -> Self {
         self.migrate_goroutines = yes;
         self
@@ -132,6 +203,20 @@ impl Builder {
     /// [`migrate_goroutines(true)`](Self::migrate_goroutines) on this
     /// builder, so a library that builds runtimes can insist on it.
     /// `false` leaves the choice to `migrate_goroutines`.
+    ///
+    /// ```
+    /// // SAFETY: `pin_goroutines(true)` below overrides this opt-in, so no
+    /// // goroutine of the runtime changes thread.
+    /// let builder = unsafe { gosched::Builder::new().migrate_goroutines(true) };
+    /// let rt = builder.pin_goroutines(true).procs(2).build().unwrap();
+    /// let h = rt.go(|| {
+    ///     let before = std::thread::current().id(); // a thread-local
+    ///     gosched::yield_now();
+    ///     gosched::time::sleep(std::time::Duration::from_millis(1));
+    ///     std::thread::current().id() == before
+    /// });
+    /// assert!(rt.block_on(h).unwrap());
+    /// ```
     pub fn pin_goroutines(mut self, yes: bool) -> Self {
         self.pin_goroutines = yes;
         self
@@ -181,6 +266,13 @@ impl Builder {
     /// status 2, instead of hanging. Any other thread in the process (one
     /// that might hold a sender or a waker) turns the report off, so it
     /// never fires when it could be wrong. Needs sysmon.
+    ///
+    /// ```
+    /// // Off: a program whose other threads never hold a sender can still hang
+    /// // instead of exiting with status 2 (useful under a debugger).
+    /// let rt = gosched::Builder::new().deadlock_detection(false).build().unwrap();
+    /// assert_eq!(rt.block_on(rt.go(|| 6 * 7)).unwrap(), 42);
+    /// ```
     pub fn deadlock_detection(mut self, on: bool) -> Self {
         self.deadlock_detection = on;
         self
@@ -191,6 +283,13 @@ impl Builder {
     /// environment says `GOSCHED_SYSMON=0`). Turning it off is for measuring
     /// what it costs: without it one never-yielding goroutine or task holds
     /// its P for good, as in tokio.
+    ///
+    /// ```
+    /// let rt = gosched::Builder::new().procs(1).sysmon(false).build().unwrap();
+    /// // Runs as usual, but nothing would preempt a goroutine that never blocks.
+    /// let h = rt.go(|| (0..1000u64).sum::<u64>());
+    /// assert_eq!(rt.block_on(h).unwrap(), 499_500);
+    /// ```
     pub fn sysmon(mut self, on: bool) -> Self {
         self.sysmon = on;
         self
@@ -206,11 +305,34 @@ impl Builder {
     /// after the same time without work. `None` keeps every M and pool
     /// thread for the runtime's life (Go keeps its Ms). (Ms exit on Linux
     /// only: elsewhere they never do.)
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let rt = gosched::Builder::new()
+    ///     .thread_keep_alive(Some(Duration::from_secs(1)))
+    ///     .build()
+    ///     .unwrap();
+    /// rt.block_on(rt.go(|| gosched::syscall(|| std::env::temp_dir().exists()))).unwrap();
+    /// assert!(rt.threads() >= 1); // the M that ran it, until it idles for 1 s
+    /// let keep_all = gosched::Builder::new().thread_keep_alive(None).build().unwrap();
+    /// assert_eq!(keep_all.block_on(keep_all.go(|| 1)).unwrap(), 1);
+    /// ```
     pub fn thread_keep_alive(mut self, keep: Option<Duration>) -> Self {
         self.thread_keep_alive = keep;
         self
     }
 
+    /// Build the runtime. No thread starts until it gets work.
+    ///
+    /// # Errors
+    /// `InvalidInput` if the [stack size](Self::stack_size) is over 1 GiB.
+    ///
+    /// ```
+    /// let rt = gosched::Builder::new().procs(2).build().unwrap();
+    /// assert_eq!(rt.procs(), 2);
+    /// let err = gosched::Builder::new().stack_size(usize::MAX).build().unwrap_err();
+    /// assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    /// ```
     pub fn build(self) -> std::io::Result<Runtime> {
         let (procs, procs_set) = match self.procs {
             Some(n) => (n, true),
@@ -222,7 +344,7 @@ impl Builder {
             .max(procs);
         crate::stack::round_size(self.stack_size)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-        Ok(Runtime {
+        let rt = Runtime {
             shared: Shared::new(Config {
                 procs,
                 max_procs,
@@ -237,11 +359,31 @@ impl Builder {
                 virtual_time: self.virtual_time,
             }),
             stopped: false,
-        })
+        };
+        if self.virtual_time {
+            // Start an M now: once idle it is the timer sleeper that moves
+            // the clock and reports a stall, also for a test whose body
+            // never spawns anything (`sched/vtime.rs`).
+            drop(rt.spawn(async {}));
+        }
+        Ok(rt)
     }
 }
 
 /// A gosched runtime: Ps, Ms, queues, timers and stacks.
+///
+/// Goroutines ([`go`](Runtime::go)) and async tasks ([`spawn`](Runtime::spawn))
+/// started on it run until they finish or it is dropped or
+/// [shut down](Runtime::shutdown_timeout), which cancels what is still alive.
+///
+/// ```
+/// let rt = gosched::Runtime::new().unwrap();
+/// let g = rt.go(|| 40); // a goroutine
+/// let t = rt.spawn(async { 2 }); // an async task
+/// let sum = rt.block_on(async { g.await.unwrap() + t.await.unwrap() });
+/// assert_eq!(sum, 42);
+/// assert!(rt.shutdown_timeout(std::time::Duration::from_secs(5)));
+/// ```
 pub struct Runtime {
     shared: Arc<Shared>,
     /// Set once shut down, so that `Drop` does not do it again.
@@ -258,11 +400,32 @@ impl std::fmt::Debug for Runtime {
 
 impl Runtime {
     /// A runtime with the default configuration.
+    ///
+    /// # Errors
+    /// As [`Builder::build`] (not with the defaults).
+    ///
+    /// ```
+    /// let rt = gosched::Runtime::new().unwrap();
+    /// assert_eq!(rt.block_on(rt.spawn(async { "hi" })).unwrap(), "hi");
+    /// ```
     pub fn new() -> std::io::Result<Runtime> {
         Builder::new().build()
     }
 
     /// Start a goroutine on this runtime.
+    ///
+    /// # Panics
+    /// If no stack can be reserved for it; [`try_go`](Runtime::try_go) returns
+    /// the error instead.
+    ///
+    /// ```
+    /// let rt = gosched::Runtime::new().unwrap();
+    /// let h = rt.go(|| {
+    ///     gosched::time::sleep(std::time::Duration::from_millis(1)); // parks this goroutine only
+    ///     "done"
+    /// });
+    /// assert_eq!(rt.block_on(h).unwrap(), "done");
+    /// ```
     #[track_caller]
     pub fn go<F, T>(&self, f: F) -> JoinHandle<T>
     where
@@ -275,6 +438,12 @@ impl Runtime {
     }
 
     /// Start a goroutine, or say why not.
+    ///
+    /// ```
+    /// let rt = gosched::Runtime::new().unwrap();
+    /// let h = rt.try_go(|| 6 * 7).expect("no stack could be reserved");
+    /// assert_eq!(rt.block_on(h).unwrap(), 42);
+    /// ```
     #[track_caller]
     pub fn try_go<F, T>(&self, f: F) -> Result<JoinHandle<T>, SpawnError>
     where
@@ -285,6 +454,15 @@ impl Runtime {
     }
 
     /// Start an async task on this runtime.
+    ///
+    /// ```
+    /// let rt = gosched::Runtime::new().unwrap();
+    /// let h = rt.spawn(async {
+    ///     gosched::time::sleep_async(std::time::Duration::from_millis(1)).await;
+    ///     1 + 1
+    /// });
+    /// assert_eq!(rt.block_on(h).unwrap(), 2);
+    /// ```
     #[track_caller]
     pub fn spawn<F>(&self, fut: F) -> JoinHandle<F::Output>
     where
@@ -304,6 +482,17 @@ impl Runtime {
     /// goroutine of *another* runtime: the future would run on that one (its
     /// `go`/`spawn` calls included), so spawn it on this runtime instead
     /// (`rt.spawn(fut)` / `rt.go(f)`) and join the handle.
+    ///
+    /// ```
+    /// let rt = gosched::Runtime::new().unwrap();
+    /// let out = rt.block_on(async {
+    ///     // The free functions start these on `rt`.
+    ///     let a = gosched::spawn(async { 20 });
+    ///     let b = gosched::go(|| 22);
+    ///     a.await.unwrap() + b.await.unwrap()
+    /// });
+    /// assert_eq!(out, 42);
+    /// ```
     pub fn block_on<F: Future>(&self, fut: F) -> F::Output {
         if coro::in_goroutine() {
             let ours = context::current().is_some_and(|c| Arc::ptr_eq(&c.shared, &self.shared));
@@ -327,12 +516,28 @@ impl Runtime {
         self.shared.block_on_threads.fetch_add(1, SeqCst);
         let _waiting = Waiting(&self.shared);
         if self.shared.virtual_clock.is_some() {
-            // A virtual clock stands still while this thread polls
-            // (`sched/vtime.rs`).
+            // A virtual clock stands still while this thread polls, and
+            // from a wake until its poll begins (`sched/vtime.rs`).
+            use crate::sched::vtime::{BusyGuard, WakeCount};
+            struct Finish(Option<Arc<WakeCount>>);
+            impl Drop for Finish {
+                fn drop(&mut self) {
+                    if let Some(w) = &self.0 {
+                        w.finish();
+                    }
+                }
+            }
             let mut fut = std::pin::pin!(fut);
+            let mut counter = Finish(None);
             return coro::block_on(std::future::poll_fn(|cx| {
-                let _busy = crate::sched::vtime::BusyGuard::of(Some(&self.shared));
-                fut.as_mut().poll(cx)
+                let _busy = BusyGuard::poll(&self.shared);
+                let wc = counter
+                    .0
+                    .get_or_insert_with(|| WakeCount::new(&self.shared, cx.waker()));
+                wc.begin_poll(cx.waker());
+                let waker = std::task::Waker::from(wc.clone());
+                fut.as_mut()
+                    .poll(&mut std::task::Context::from_waker(&waker))
             }));
         }
         coro::block_on(fut)
@@ -363,17 +568,38 @@ impl Runtime {
     /// count. Ps that go away hand their queued work to the others (their
     /// timers keep firing); goroutines homed on an M keep their M, which
     /// takes whichever P is free.
+    ///
+    /// ```
+    /// let rt = gosched::Builder::new().procs(2).max_procs(4).build().unwrap();
+    /// assert_eq!(rt.set_procs(4), 2);
+    /// assert_eq!(rt.procs(), 4);
+    /// assert_eq!(rt.set_procs(0), 4); // n < 1 only reads
+    /// assert_eq!(rt.set_procs(1), 4);
+    /// assert_eq!(rt.procs(), 1);
+    /// ```
     pub fn set_procs(&self, n: usize) -> usize {
         self.shared.set_procs(n, true)
     }
 
     /// The number of live Ps.
+    ///
+    /// ```
+    /// let rt = gosched::Builder::new().procs(2).build().unwrap();
+    /// assert_eq!(rt.procs(), 2);
+    /// ```
     pub fn procs(&self) -> usize {
         self.shared.nprocs()
     }
 
     /// The number of OS threads running Ms now (started and not exited;
     /// sysmon and the blocking pool's threads are not counted).
+    ///
+    /// ```
+    /// let rt = gosched::Builder::new().procs(2).build().unwrap();
+    /// assert_eq!(rt.threads(), 0); // no work yet, no thread
+    /// rt.block_on(rt.go(|| ())).unwrap();
+    /// assert!(rt.threads() >= 1);
+    /// ```
     pub fn threads(&self) -> usize {
         self.shared.nthreads.load(SeqCst)
     }
@@ -386,6 +612,15 @@ impl Runtime {
     /// Costs a pass over the Ps and two short lock holds; reading it never
     /// slows the scheduler's hot paths (the counters are per-P cells written
     /// by one thread each).
+    ///
+    /// ```
+    /// let rt = gosched::Builder::new().procs(2).build().unwrap();
+    /// rt.block_on(rt.go(|| ())).unwrap();
+    /// let s = rt.stats();
+    /// assert_eq!(s.procs, 2);
+    /// assert_eq!(s.live, 0); // the goroutine has finished
+    /// assert!(s.per_proc.len() >= s.procs);
+    /// ```
     pub fn stats(&self) -> Stats {
         self.shared.stats()
     }
@@ -394,6 +629,25 @@ impl Runtime {
     /// least once and is alive, in Go's dump style: `goroutine 7 [chan
     /// receive, 1500 ms]:` with where it was spawned, sorted by id, then how
     /// many more are alive that never parked. See [`dump_goroutines`].
+    ///
+    /// ```
+    /// let rt = gosched::Runtime::new().unwrap();
+    /// let ch = gosched::chan::<()>(0);
+    /// let rx = ch.clone();
+    /// let h = rt.block_on(async { gosched::Go::new().name("waiter").spawn(move || rx.recv()) });
+    /// let text = loop {
+    ///     let mut out = Vec::new();
+    ///     rt.dump_goroutines(&mut out).unwrap();
+    ///     let text = String::from_utf8(out).unwrap();
+    ///     if text.contains("[chan receive") {
+    ///         break text; // it has parked
+    ///     }
+    ///     std::thread::yield_now();
+    /// };
+    /// assert!(text.contains("\"waiter\" [chan receive"), "{text}");
+    /// ch.close();
+    /// assert_eq!(rt.block_on(h).unwrap(), None);
+    /// ```
     pub fn dump_goroutines(&self, w: &mut impl std::io::Write) -> std::io::Result<()> {
         self.shared.dump_goroutines(w)
     }
@@ -402,6 +656,16 @@ impl Runtime {
     /// are in, then cancel every goroutine and task still alive. Returns true if
     /// everything stopped in time; false if some M was still inside a poll (a
     /// goroutine that never blocks), in which case that M is left running detached.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let rt = gosched::Runtime::new().unwrap();
+    /// let ch = gosched::chan::<u32>(0);
+    /// let rx = ch.clone();
+    /// let h = rt.go(move || rx.recv()); // nobody ever sends
+    /// assert!(rt.shutdown_timeout(Duration::from_secs(5)));
+    /// assert!(h.join().unwrap_err().is_cancelled());
+    /// ```
     pub fn shutdown_timeout(mut self, timeout: Duration) -> bool {
         self.stopped = true;
         shutdown(&self.shared, Some(timeout))
@@ -431,6 +695,18 @@ fn shutdown(shared: &Arc<Shared>, timeout: Option<Duration>) -> bool {
 // ---- introspection ---------------------------------------------------------------
 
 /// Goroutines and async tasks alive in the current runtime (Go's `NumGoroutine`).
+///
+/// ```
+/// let rt = gosched::Runtime::new().unwrap();
+/// let ch = gosched::chan::<()>(0);
+/// let rx = ch.clone();
+/// let waiter = rt.go(move || rx.recv());
+/// let n = rt.block_on(rt.go(gosched::runtime::num_goroutine)).unwrap();
+/// assert_eq!(n, 2); // the waiter and the caller itself
+/// ch.close();
+/// rt.block_on(waiter).unwrap();
+/// assert_eq!(rt.block_on(async { gosched::runtime::num_goroutine() }), 0);
+/// ```
 pub fn num_goroutine() -> usize {
     context::with_current(|s| s.live_tasks())
 }
@@ -464,7 +740,7 @@ pub fn stats() -> Stats {
 /// //     spawned at src/main.rs:5:14".
 /// let text = loop {
 ///     let mut out = Vec::new();
-///     rt.dump_goroutines(&mut out).unwrap();
+///     rt.block_on(async { gosched::runtime::dump_goroutines(&mut out) }).unwrap();
 ///     let text = String::from_utf8(out).unwrap();
 ///     if text.contains("[chan receive") {
 ///         break text;
@@ -503,11 +779,16 @@ pub fn dump_goroutines(w: &mut impl std::io::Write) -> std::io::Result<()> {
 /// # Errors
 /// If a trace is already being recorded, or `path` cannot be created.
 ///
-/// ```no_run
-/// gosched::runtime::trace_start("trace.json").unwrap();
+/// ```
+/// let path = std::env::temp_dir().join(format!("gosched-trace-{}.json", std::process::id()));
+/// gosched::runtime::trace_start(&path).unwrap();
+/// assert!(gosched::runtime::trace_start(&path).is_err()); // one at a time
 /// gosched::go(|| 1 + 1).join().unwrap();
 /// let summary = gosched::runtime::trace_stop().unwrap();
-/// println!("{} events in {:?}", summary.events, summary.path);
+/// assert_eq!(summary.path.as_deref(), Some(path.as_path()));
+/// assert!(summary.events > 0 && !summary.truncated);
+/// assert!(std::fs::read_to_string(&path).unwrap().contains("\"traceEvents\""));
+/// std::fs::remove_file(&path).unwrap();
 /// ```
 pub fn trace_start(path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
     crate::trace::start_full(path.as_ref())
@@ -519,6 +800,16 @@ pub fn trace_start(path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
 ///
 /// # Errors
 /// If nothing is being recorded (`ErrorKind::NotFound`), or writing fails.
+///
+/// ```
+/// use std::time::Duration;
+/// let err = gosched::runtime::trace_stop().unwrap_err();
+/// assert_eq!(err.kind(), std::io::ErrorKind::NotFound); // nothing recording
+/// gosched::runtime::flight_recorder_start(Duration::from_secs(1)).unwrap();
+/// gosched::go(|| ()).join().unwrap();
+/// let summary = gosched::runtime::trace_stop().unwrap();
+/// assert!(summary.path.is_none()); // a flight recorder writes no file when stopped
+/// ```
 pub fn trace_stop() -> std::io::Result<TraceSummary> {
     crate::trace::stop()
 }
@@ -533,12 +824,15 @@ pub fn trace_stop() -> std::io::Result<TraceSummary> {
 ///
 /// ```
 /// use std::time::Duration;
+/// assert!(gosched::runtime::flight_recorder_start(Duration::ZERO).is_err());
 /// gosched::runtime::flight_recorder_start(Duration::from_millis(500)).unwrap();
 /// let t = std::time::Instant::now();
 /// gosched::go(|| gosched::time::sleep(Duration::from_millis(1))).join().unwrap();
 /// if t.elapsed() > Duration::from_millis(100) {
 ///     // A spike: keep the last 500 ms for later.
-///     gosched::runtime::trace_snapshot("spike.json").unwrap();
+///     let spike = std::env::temp_dir().join(format!("spike-{}.json", std::process::id()));
+///     gosched::runtime::trace_snapshot(&spike).unwrap();
+///     # std::fs::remove_file(&spike).unwrap();
 /// }
 /// gosched::runtime::trace_stop().unwrap();
 /// ```
@@ -552,11 +846,28 @@ pub fn flight_recorder_start(window: Duration) -> std::io::Result<()> {
 /// # Errors
 /// If nothing is being recorded (`ErrorKind::NotFound`), or `path` cannot be
 /// written.
+///
+/// ```
+/// use std::time::Duration;
+/// let path = std::env::temp_dir().join(format!("gosched-snap-{}.json", std::process::id()));
+/// gosched::runtime::flight_recorder_start(Duration::from_secs(5)).unwrap();
+/// gosched::go(gosched::yield_now).join().unwrap();
+/// let summary = gosched::runtime::trace_snapshot(&path).unwrap(); // recording goes on
+/// assert!(summary.events > 0);
+/// assert!(std::fs::read_to_string(&path).unwrap().contains("traceEvents"));
+/// gosched::runtime::trace_stop().unwrap();
+/// std::fs::remove_file(&path).unwrap();
+/// ```
 pub fn trace_snapshot(path: impl AsRef<std::path::Path>) -> std::io::Result<TraceSummary> {
     crate::trace::snapshot(path.as_ref())
 }
 
 /// Number of Ps of the current runtime (Go's `GOMAXPROCS(0)`).
+///
+/// ```
+/// let rt = gosched::Builder::new().procs(3).build().unwrap();
+/// assert_eq!(rt.block_on(async { gosched::runtime::procs() }), 3);
+/// ```
 pub fn procs() -> usize {
     context::with_current(|s| s.nprocs())
 }
@@ -579,6 +890,20 @@ pub fn procs() -> usize {
 /// # Panics
 /// In an async task: a task may change thread between polls; spawn a
 /// goroutine for work that needs a thread.
+///
+/// ```
+/// let rt = gosched::Builder::new().procs(2).build().unwrap();
+/// let same = rt.go(|| {
+///     gosched::runtime::lock_os_thread();
+///     let t = std::thread::current().id();
+///     // Parks: the P runs other work elsewhere, this thread waits for us.
+///     gosched::time::sleep(std::time::Duration::from_millis(1));
+///     let same = std::thread::current().id() == t;
+///     gosched::runtime::unlock_os_thread();
+///     same
+/// });
+/// assert!(rt.block_on(same).unwrap());
+/// ```
 pub fn lock_os_thread() {
     if !coro::lock_thread() {
         assert!(
@@ -591,11 +916,32 @@ pub fn lock_os_thread() {
 
 /// Undo one [`lock_os_thread`]; the last one lets the thread run other work
 /// again. Does nothing when the caller holds no lock.
+///
+/// ```
+/// gosched::go(|| {
+///     gosched::runtime::lock_os_thread();
+///     gosched::runtime::lock_os_thread(); // nested
+///     gosched::runtime::unlock_os_thread(); // still locked
+///     gosched::runtime::unlock_os_thread(); // the thread runs other work again
+///     gosched::runtime::unlock_os_thread(); // not locked: does nothing
+/// })
+/// .join()
+/// .unwrap();
+/// ```
 pub fn unlock_os_thread() {
     coro::unlock_thread();
 }
 
 /// Go's `GOMAXPROCS(n)` for the current runtime: see [`Runtime::set_procs`].
+///
+/// ```
+/// let rt = gosched::Builder::new().procs(2).max_procs(2).build().unwrap();
+/// let (prev, now) = rt.block_on(async {
+///     let prev = gosched::runtime::set_procs(1);
+///     (prev, gosched::runtime::procs())
+/// });
+/// assert_eq!((prev, now), (2, 1));
+/// ```
 pub fn set_procs(n: usize) -> usize {
     context::with_current(|s| s.set_procs(n, true))
 }

@@ -394,6 +394,11 @@ pub(crate) struct MachineCtx {
     /// Goroutines homed here that hold `lock_os_thread` (`lockos.rs`): while
     /// non-zero this M runs only its homed goroutines.
     pub(crate) locked: Cell<u32>,
+    /// The in-place syscall of a virtual runtime that the running goroutine
+    /// is in (`vtime::BusyGuard::syscall`): released here if the goroutine
+    /// parks inside it.
+    #[cfg(not(loom))]
+    virtual_syscall: RefCell<Option<Arc<super::vtime::SyscallToken>>>,
     /// The schedule tick at which `place` last sent a goroutine back to the
     /// global queue: the 61st-tick fairness pick does not take it again in
     /// the same tick.
@@ -543,6 +548,8 @@ fn mstart(shared: Arc<Shared>, m: Arc<Machine>, p: usize, spinning: bool) {
         running: Cell::new(None),
         traced: Cell::new((0, false)),
         locked: Cell::new(0),
+        #[cfg(not(loom))]
+        virtual_syscall: RefCell::new(None),
         retired,
         bounce_tick: Cell::new(u32::MAX),
         poll_seq: Cell::new(0),
@@ -798,6 +805,8 @@ impl MachineCtx {
             }
         };
         let yielded = self.yielded.replace(false);
+        #[cfg(not(loom))]
+        self.end_virtual_syscall(yielded);
         if TRACE {
             self.trace_end(&ran, yielded);
         }
@@ -1318,7 +1327,9 @@ impl MachineCtx {
             .config
             .thread_keep_alive
             .filter(|_| crate::park::REBINDABLE);
-        let mut retire_at = keep_alive.map(super::timers::deadline_after);
+        // Real time, also in a virtual-time runtime.
+        let mut retire_at =
+            keep_alive.map(|d| std::time::Instant::now() + d.min(super::timers::MAX_WAIT));
         loop {
             if let Some((p, spinning)) = self.m.take_nextp() {
                 self.p.set(Some(p));
@@ -1625,7 +1636,7 @@ impl MachineCtx {
             return true;
         }
         // Nothing in the runtime can move; a socket or a plain thread may.
-        if vc.stalled(now_ns()) {
+        if vc.stalled(now_ns(), shared.virtual_polls()) {
             vc.report_stall(shared.stall_report());
         }
         self.wait_real(via_poller, super::vtime::RECHECK * 10);
@@ -1633,18 +1644,42 @@ impl MachineCtx {
     }
 
     /// Every P idle, nothing queued anywhere, no call in flight: only a
-    /// timer, a socket or a plain thread can wake anyone.
+    /// timer, a socket or a plain thread can wake anyone. The conditions
+    /// are read one by one, without a lock; work moves between "a P held"
+    /// and "counted busy" hand over hand (a syscall counts itself while its
+    /// goroutine holds the P, and stops counting only once it has a P
+    /// again or parked), so the count is read before and after the Ps:
+    /// busy → P is caught by the first read, P → busy by the second.
     #[cfg(not(loom))]
     fn virtually_quiescent(&self) -> bool {
         let shared = &*self.shared;
-        shared.all_ps_idle()
+        let Some(vc) = &shared.virtual_clock else {
+            return false;
+        };
+        vc.busy.load(SeqCst) == 0
+            && shared.all_ps_idle()
             && shared.global_len() == 0
-            && shared
-                .virtual_clock
-                .as_ref()
-                .is_some_and(|vc| vc.busy.load(SeqCst) == 0)
             && shared.blocking.all_idle().is_some()
             && !lock(&shared.machines).iter().any(|m| m.has_inbox())
+            && vc.busy.load(SeqCst) == 0
+    }
+
+    /// The current goroutine's in-place syscall (virtual runtimes).
+    #[cfg(not(loom))]
+    pub(crate) fn set_virtual_syscall(&self, token: Option<Arc<super::vtime::SyscallToken>>) {
+        *self.virtual_syscall.borrow_mut() = token;
+    }
+
+    /// A poll ended inside an in-place syscall of a virtual runtime: a
+    /// goroutine that parked there is not busy any more; one that yielded
+    /// stays counted until its guard drops (it waits for a P).
+    #[cfg(not(loom))]
+    fn end_virtual_syscall(&self, yielded: bool) {
+        if let Some(token) = self.virtual_syscall.take() {
+            if !yielded {
+                token.release();
+            }
+        }
     }
 
     /// Wait for real time `d` at most, in the poller if we registered as

@@ -199,6 +199,15 @@ pub(crate) struct Sched {
 }
 
 impl Shared {
+    /// Whether this runtime runs on a virtual clock (`vtime.rs`).
+    #[inline]
+    pub(crate) fn virtual_time(&self) -> bool {
+        #[cfg(not(loom))]
+        return self.virtual_clock.is_some();
+        #[cfg(loom)]
+        return false;
+    }
+
     pub(crate) fn new(config: Config) -> Arc<Shared> {
         #[cfg(not(loom))]
         crate::stack::overflow::install_overflow_handler();

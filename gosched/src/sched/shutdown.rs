@@ -27,7 +27,8 @@ impl Shared {
     /// detached, and nothing is torn down). The caller is not one of our Ms.
     pub(crate) fn shutdown_and_wait(self: &Arc<Self>, timeout: Option<Duration>) -> bool {
         self.begin_shutdown();
-        let deadline = timeout.map(super::timers::deadline_after);
+        // Real time (a virtual clock must not stretch or cut a shutdown).
+        let deadline = timeout.map(|t| Instant::now() + t.min(super::timers::MAX_WAIT));
         {
             let mut live = lock(&self.live_ms);
             while *live > 0 {

@@ -104,6 +104,15 @@ impl RunningTask {
 }
 
 /// What a P is doing (its status word's state).
+///
+/// ```
+/// use gosched::runtime::PState;
+/// let rt = gosched::Builder::new().procs(2).max_procs(2).build().unwrap();
+/// rt.set_procs(1);
+/// let s = rt.stats();
+/// assert_eq!(s.per_proc[1].state, PState::Dead); // beyond set_procs
+/// assert_ne!(s.per_proc[0].state, PState::Dead);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PState {
     /// On the idle list.
@@ -147,6 +156,15 @@ impl PState {
 }
 
 /// One P in a [`Stats`] snapshot.
+///
+/// ```
+/// let rt = gosched::Builder::new().procs(2).build().unwrap();
+/// rt.block_on(rt.go(|| ())).unwrap();
+/// let s = rt.stats();
+/// let polls: u64 = s.per_proc.iter().map(|p| u64::from(p.polls)).sum();
+/// assert!(polls >= 1); // the goroutine ran on some P
+/// assert!(s.per_proc.iter().enumerate().all(|(i, p)| p.id == i));
+/// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct ProcStats {
@@ -178,6 +196,13 @@ pub struct ProcStats {
 }
 
 /// Goroutine stacks: slabs of address space carved into stacks.
+///
+/// ```
+/// let rt = gosched::Builder::new().procs(1).build().unwrap();
+/// rt.block_on(rt.go(|| ())).unwrap();
+/// let st = rt.stats().stacks;
+/// assert!(st.slabs >= 1 && st.mapped_bytes > 0); // its stack came from a slab
+/// ```
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct StackStats {
@@ -193,6 +218,23 @@ pub struct StackStats {
 }
 
 /// A snapshot of a runtime's scheduler (`runtime::stats()`, `Runtime::stats()`).
+///
+/// ```
+/// let rt = gosched::Builder::new().procs(2).build().unwrap();
+/// let ch = gosched::chan::<()>(0);
+/// let rx = ch.clone();
+/// let h = rt.go(move || rx.recv());
+/// let s = loop {
+///     let s = rt.stats(); // each snapshot a blur of the moment: wait until parked
+///     if s.parked == 1 {
+///         break s;
+///     }
+///     std::thread::yield_now();
+/// };
+/// assert_eq!((s.live, s.runnable, s.running), (1, 0, 0));
+/// ch.close();
+/// rt.block_on(h).unwrap();
+/// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Stats {

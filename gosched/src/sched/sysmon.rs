@@ -446,9 +446,12 @@ impl Shared {
                         rec.execs = execs;
                         rec.execwhen = now;
                     } else if now.saturating_sub(rec.execwhen) >= RETAKE_AFTER
+                        // A virtual clock moves only while no P is held:
+                        // a running poll keeps its P there.
+                        && !self.virtual_time()
                         && rec.preempted_at != 0
                         && now.saturating_sub(rec.preempted_at) >= RETAKE_GRACE
-                        && self.p_needed(pi, now, rec)
+                        && self.p_needed(pi, rec)
                         && p.status.retake(word)
                     {
                         let ran = now.saturating_sub(rec.execwhen);
@@ -538,12 +541,12 @@ impl Shared {
     /// long poll: W1 async) does not need the P; handing it off there only
     /// put a third thread on two cores and sent every later spawn through
     /// the global queue (W1 async 1.09-1.23x slower with sysmon).
-    fn p_needed(&self, pi: usize, now: u64, rec: &PRecord) -> bool {
+    fn p_needed(&self, pi: usize, rec: &PRecord) -> bool {
         let p = &self.procs[pi];
         let ring_waits = !p.runq.is_empty() && p.runq.taken() == rec.runq_taken;
         let next = p.runnext.load(Acquire) as usize;
         let next_waits = next != 0 && next == rec.runnext;
-        if ring_waits || next_waits || p.timers.next_when() <= now {
+        if ring_waits || next_waits || p.timers.next_when() <= self.clock_ns() {
             return true;
         }
         if self.idle_ps() != 0 {
@@ -566,7 +569,7 @@ impl Shared {
         }
         // We hold it RETAKEN: the one writer (`stats.rs`).
         p.counters.handoffs.add(1);
-        let now = now_ns();
+        let now = self.clock_ns();
         let mut s = lock(&self.sched);
         // Checked under the lock, which `set_procs` changes the count under:
         // a P found live here cannot die before we are done with it.

@@ -51,7 +51,7 @@
 //! timeout fires at once. Blocking work belongs in `syscall`, which keeps
 //! the clock still while it runs.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex};
 use std::task::Waker;
 use std::time::Duration;
@@ -80,6 +80,12 @@ pub(crate) struct VirtualClock {
     /// Real ns (`timers::now_ns`) since which the runtime has been
     /// quiescent with no timer; 0: it is not.
     stalled_since: AtomicU64,
+    /// Polls run so far (tasks on the Ps, plus `block_on` futures on
+    /// plain threads) when the stall was last looked at: any change is
+    /// progress, and the stall's count starts over.
+    seen_polls: AtomicU64,
+    /// `block_on` polls on plain threads (counted by `BusyGuard::poll`).
+    pub(crate) thread_polls: AtomicU64,
     stall: Mutex<Stall>,
 }
 
@@ -98,6 +104,8 @@ impl VirtualClock {
             now: AtomicU64::new(super::timers::now_ns()),
             busy: AtomicUsize::new(0),
             stalled_since: AtomicU64::new(0),
+            seen_polls: AtomicU64::new(0),
+            thread_polls: AtomicU64::new(0),
             stall: Mutex::new(Stall::default()),
         }
     }
@@ -118,11 +126,14 @@ impl VirtualClock {
         self.stalled_since.store(0, Relaxed);
     }
 
-    /// Quiescent with no timer, now (real ns): true once that has lasted
-    /// `STALL_AFTER` and no report was made yet.
-    pub(crate) fn stalled(&self, now: u64) -> bool {
+    /// Quiescent with no timer, now (real ns), `polls` run so far: true
+    /// once that has lasted `STALL_AFTER` with no poll run meanwhile (a
+    /// plain thread or a socket may have woken something that ran and
+    /// parked again between two looks) and no report was made yet.
+    pub(crate) fn stalled(&self, now: u64, polls: u64) -> bool {
+        let moved = self.seen_polls.swap(polls, Relaxed) != polls;
         let since = match self.stalled_since.load(Relaxed) {
-            0 => {
+            s if s == 0 || moved => {
                 self.stalled_since.store(now.max(1), Relaxed);
                 return false;
             }
@@ -176,40 +187,169 @@ pub(crate) fn any() -> bool {
     LIVE.load(Relaxed) != 0
 }
 
+/// An in-place syscall of a virtual runtime's goroutine, counted busy
+/// while it runs. Released exactly once (`counted` swapped to false): by
+/// the guard when the call returns, or by the M when the goroutine parks
+/// inside the call (`MachineCtx::end_virtual_syscall`: a parked goroutine
+/// is not busy, and may resume on another M if it migrates).
+pub(crate) struct SyscallToken {
+    shared: Arc<Shared>,
+    counted: AtomicBool,
+}
+
+impl SyscallToken {
+    pub(crate) fn release(&self) {
+        if self.counted.swap(false, SeqCst) {
+            if let Some(vc) = &self.shared.virtual_clock {
+                vc.busy.fetch_sub(1, SeqCst);
+            }
+            self.shared.virtual_poke();
+        }
+    }
+}
+
 /// Counts work the scheduler cannot see as busy — an in-place syscall on
 /// one of a virtual runtime's Ms, a plain thread polling its `block_on`
 /// future — while it runs: the clock stands still meanwhile.
-pub(crate) struct BusyGuard(Option<Arc<Shared>>);
+pub(crate) enum BusyGuard {
+    None,
+    Syscall(Arc<SyscallToken>),
+    Poll(Arc<Shared>),
+}
 
 impl BusyGuard {
-    /// For the calling M's runtime, if it has a virtual clock.
+    /// An in-place syscall on the calling M, if its runtime has a virtual
+    /// clock: counted until it returns or the goroutine parks inside it.
     #[inline]
     pub(crate) fn syscall() -> BusyGuard {
         if !any() {
-            return BusyGuard(None);
+            return BusyGuard::None;
         }
-        BusyGuard::of(super::context::current().map(|ctx| &ctx.shared))
+        let Some(ctx) = super::context::current() else {
+            return BusyGuard::None;
+        };
+        let Some(vc) = &ctx.shared.virtual_clock else {
+            return BusyGuard::None;
+        };
+        vc.busy.fetch_add(1, SeqCst);
+        let token = Arc::new(SyscallToken {
+            shared: ctx.shared.clone(),
+            counted: AtomicBool::new(true),
+        });
+        ctx.set_virtual_syscall(Some(token.clone()));
+        BusyGuard::Syscall(token)
     }
 
-    /// For `shared`, if it has a virtual clock.
+    /// A poll of a `block_on` future on a plain thread, if `shared` has a
+    /// virtual clock.
     #[inline]
-    pub(crate) fn of(shared: Option<&Arc<Shared>>) -> BusyGuard {
-        BusyGuard(shared.and_then(|shared| {
-            shared.virtual_clock.as_ref()?.busy.fetch_add(1, SeqCst);
-            Some(shared.clone())
-        }))
+    pub(crate) fn poll(shared: &Arc<Shared>) -> BusyGuard {
+        match &shared.virtual_clock {
+            Some(vc) => {
+                vc.busy.fetch_add(1, SeqCst);
+                BusyGuard::Poll(shared.clone())
+            }
+            None => BusyGuard::None,
+        }
     }
 }
 
 impl Drop for BusyGuard {
     fn drop(&mut self) {
-        if let Some(shared) = &self.0 {
-            if let Some(vc) = &shared.virtual_clock {
-                vc.busy.fetch_sub(1, SeqCst);
-                // Nothing else may be about to make the runtime idle.
+        match self {
+            BusyGuard::None => {}
+            BusyGuard::Syscall(token) => {
+                if let Some(ctx) = super::context::current() {
+                    ctx.set_virtual_syscall(None);
+                }
+                token.release();
+            }
+            BusyGuard::Poll(shared) => {
+                if let Some(vc) = &shared.virtual_clock {
+                    vc.thread_polls.fetch_add(1, Relaxed);
+                    vc.busy.fetch_sub(1, SeqCst);
+                }
                 shared.virtual_poke();
             }
         }
+    }
+}
+
+/// The waker a plain thread's `block_on` of a virtual runtime polls with:
+/// a wake counts the thread busy until its next poll has begun (a woken
+/// thread about to poll is not idle), so the clock does not move in
+/// between (`Runtime::block_on`).
+pub(crate) struct WakeCount {
+    shared: Arc<Shared>,
+    /// `IDLE`, `PENDING` (a wake counted, the poll not begun), `DONE`.
+    state: std::sync::atomic::AtomicU8,
+    inner: Mutex<Waker>,
+}
+
+const IDLE: u8 = 0;
+const PENDING: u8 = 1;
+const DONE: u8 = 2;
+
+impl WakeCount {
+    pub(crate) fn new(shared: &Arc<Shared>, inner: &Waker) -> Arc<WakeCount> {
+        Arc::new(WakeCount {
+            shared: shared.clone(),
+            state: std::sync::atomic::AtomicU8::new(IDLE),
+            inner: Mutex::new(inner.clone()),
+        })
+    }
+
+    /// A poll begins with `w` as the thread's waker: a counted wake is
+    /// over (the poll itself is counted by `BusyGuard::poll`).
+    pub(crate) fn begin_poll(&self, w: &Waker) {
+        {
+            let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            if !inner.will_wake(w) {
+                *inner = w.clone();
+            }
+        }
+        if self
+            .state
+            .compare_exchange(PENDING, IDLE, SeqCst, SeqCst)
+            .is_ok()
+        {
+            self.uncount();
+        }
+    }
+
+    /// `block_on` returned: later wakes count nothing.
+    pub(crate) fn finish(&self) {
+        if self.state.swap(DONE, SeqCst) == PENDING {
+            self.uncount();
+        }
+    }
+
+    fn uncount(&self) {
+        if let Some(vc) = &self.shared.virtual_clock {
+            vc.busy.fetch_sub(1, SeqCst);
+        }
+    }
+}
+
+impl std::task::Wake for WakeCount {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if self
+            .state
+            .compare_exchange(IDLE, PENDING, SeqCst, SeqCst)
+            .is_ok()
+        {
+            if let Some(vc) = &self.shared.virtual_clock {
+                vc.busy.fetch_add(1, SeqCst);
+            }
+        }
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .wake_by_ref();
     }
 }
 
@@ -232,6 +372,21 @@ impl Shared {
                 m.wake();
             }
         }
+    }
+
+    /// Polls run so far: every P's, and the `block_on` threads' (a stall's
+    /// progress check).
+    pub(crate) fn virtual_polls(&self) -> u64 {
+        let on_ps: u64 = self
+            .procs
+            .iter()
+            .map(|p| u64::from(p.execs.load(Relaxed)))
+            .sum();
+        on_ps.wrapping_add(
+            self.virtual_clock
+                .as_ref()
+                .map_or(0, |vc| vc.thread_polls.load(Relaxed)),
+        )
     }
 
     /// The stall report of a virtual runtime's goroutines: what waits, and

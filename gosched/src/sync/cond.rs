@@ -57,6 +57,20 @@ pub struct Cond {
 /// Future of [`Cond::wait_async`]: resolves to the re-locked guard. Cancel-safe
 /// (see the module docs); dropping it after the mutex was released does not give
 /// the guard back.
+///
+/// ```
+/// use std::time::Duration;
+/// use gosched::sync::{Cond, Mutex};
+/// gosched::testing::run_virtual_async(async {
+///     let (m, c) = (Mutex::new(false), Cond::new());
+///     let guard = m.lock_async().await;
+///     // Nobody signals: give up after a second. The mutex was released
+///     // while waiting, and the guard is not given back.
+///     let r = gosched::time::timeout(Duration::from_secs(1), c.wait_async(guard)).await;
+///     assert!(r.is_err());
+///     assert!(!m.is_locked());
+/// });
+/// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct CondWaitFuture<'c, 'a, T: ?Sized> {
     cond: &'c Cond,
@@ -76,6 +90,15 @@ enum WaitState<'a, T: ?Sized> {
 impl Cond {
     /// A condition variable with no waiters. `const`, so it can initialise a
     /// `static`.
+    ///
+    /// ```
+    /// use gosched::sync::{Cond, Mutex};
+    /// static QUEUE: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+    /// static NOT_EMPTY: Cond = Cond::new();
+    /// QUEUE.lock().push(1);
+    /// NOT_EMPTY.signal(); // nobody waits: a no-op
+    /// assert_eq!(QUEUE.lock().pop(), Some(1));
+    /// ```
     pub const fn new() -> Self {
         Cond {
             waiters: StdMutex::new(WaitList::new()),
@@ -86,11 +109,45 @@ impl Cond {
     ///
     /// # Panics
     /// Inside an async task: use [`wait_async`](Self::wait_async).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use gosched::sync::{Cond, Mutex};
+    /// let state = Arc::new((Mutex::new(Vec::new()), Cond::new()));
+    /// let s = state.clone();
+    /// gosched::go(move || {
+    ///     s.0.lock().push("job");
+    ///     s.1.signal();
+    /// });
+    /// let mut queue = state.0.lock();
+    /// while queue.is_empty() {
+    ///     queue = state.1.wait(queue); // unlocked while parked
+    /// }
+    /// assert_eq!(queue.pop(), Some("job"));
+    /// ```
     pub fn wait<'a, T: ?Sized>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
         crate::block_on(self.wait_async(guard))
     }
 
     /// `wait` for async code.
+    ///
+    /// ```
+    /// # gosched::Runtime::new().unwrap().block_on(async {
+    /// use std::sync::Arc;
+    /// use gosched::sync::{Cond, Mutex};
+    /// let pair = Arc::new((Mutex::new(0), Cond::new()));
+    /// let p = pair.clone();
+    /// gosched::spawn(async move {
+    ///     *p.0.lock_async().await = 42;
+    ///     p.1.signal();
+    /// });
+    /// let mut n = pair.0.lock_async().await;
+    /// while *n == 0 {
+    ///     n = pair.1.wait_async(n).await;
+    /// }
+    /// assert_eq!(*n, 42);
+    /// # });
+    /// ```
     pub fn wait_async<'c, 'a, T: ?Sized>(
         &'c self,
         guard: MutexGuard<'a, T>,
@@ -102,7 +159,25 @@ impl Cond {
     }
 
     /// Wake the longest-waiting waiter, if any. Holding the mutex is allowed, not
-    /// required.
+    /// required. A signal with no waiter is not remembered: waiters check their
+    /// condition before they wait.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use gosched::sync::{Cond, Mutex};
+    /// let pair = Arc::new((Mutex::new(None), Cond::new()));
+    /// let p = pair.clone();
+    /// let h = gosched::go(move || {
+    ///     let mut slot = p.0.lock();
+    ///     while slot.is_none() {
+    ///         slot = p.1.wait(slot);
+    ///     }
+    ///     slot.take().unwrap()
+    /// });
+    /// *pair.0.lock() = Some(7);
+    /// pair.1.signal();
+    /// assert_eq!(h.join().unwrap(), 7);
+    /// ```
     pub fn signal(&self) {
         let w = lock(&self.waiters).notify_front();
         if let Some(w) = w {
@@ -111,6 +186,25 @@ impl Cond {
     }
 
     /// Wake every waiter.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use gosched::sync::{Cond, Mutex};
+    /// let gate = Arc::new((Mutex::new(false), Cond::new()));
+    /// let pass = |g: Arc<(Mutex<bool>, Cond)>| {
+    ///     let mut open = g.0.lock();
+    ///     while !*open {
+    ///         open = g.1.wait(open);
+    ///     }
+    /// };
+    /// let hs: Vec<_> = (0..3)
+    ///     .map(|_| gate.clone())
+    ///     .map(|g| gosched::go(move || pass(g)))
+    ///     .collect();
+    /// *gate.0.lock() = true;
+    /// gate.1.broadcast(); // wakes all of them, not just the first
+    /// assert!(hs.into_iter().all(|h| h.join().is_ok()));
+    /// ```
     pub fn broadcast(&self) {
         let wakers = lock(&self.waiters).notify_all();
         wakers.into_iter().for_each(Waker::wake);

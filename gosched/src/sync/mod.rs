@@ -1,6 +1,20 @@
 //! Go's `sync` package: [`Mutex`], [`RwLock`], [`WaitGroup`], [`Once`], [`Cond`]
 //! and a weighted [`Semaphore`] — they park the goroutine, never its M.
 //!
+//! ```
+//! use std::sync::Arc;
+//! use gosched::sync::{Mutex, WaitGroup};
+//!
+//! let total = Arc::new(Mutex::new(0));
+//! let wg = WaitGroup::new();
+//! for i in 1..=10 {
+//!     let total = total.clone();
+//!     wg.go(move || *total.lock() += i);
+//! }
+//! wg.wait(); // every goroutine has finished
+//! assert_eq!(*total.lock(), 55);
+//! ```
+//!
 //! Every wait is written once, as a cancel-safe future whose waker sits in a wait
 //! queue (`waitlist.rs`, Go's `semaRoot`). The blocking forms (`lock`, `wait`,
 //! `acquire`, ...) run that future with [`crate::block_on`]: in a goroutine only

@@ -64,6 +64,21 @@ unsafe impl<T: ?Sized + Send> Sync for Mutex<T> {}
 
 /// RAII access to the data of a locked [`Mutex`]; unlocks when dropped. Not tied to
 /// an OS thread: it may be held across parking and dropped anywhere.
+///
+/// ```
+/// use gosched::sync::Mutex;
+/// static LOG: Mutex<Vec<&str>> = Mutex::new(Vec::new());
+/// let mut guard = LOG.lock();
+/// guard.push("locked here");
+/// // The guard is `Send`: another goroutine finishes the work and unlocks.
+/// gosched::go(move || {
+///     guard.push("unlocked there");
+///     drop(guard);
+/// })
+/// .join()
+/// .unwrap();
+/// assert_eq!(*LOG.lock(), ["locked here", "unlocked there"]);
+/// ```
 #[must_use = "if unused the Mutex will immediately unlock"]
 pub struct MutexGuard<'a, T: ?Sized> {
     lock: &'a Mutex<T>,
@@ -73,6 +88,20 @@ pub struct MutexGuard<'a, T: ?Sized> {
 
 /// Future of [`Mutex::lock_async`]. Dropping it before it completes gives up the
 /// wait; if the lock had already been handed to it, it is passed on.
+///
+/// ```
+/// use std::time::Duration;
+/// use gosched::sync::Mutex;
+/// gosched::testing::run_virtual_async(async {
+///     let m = Mutex::new(0);
+///     let held = m.lock_async().await;
+///     // Give up after a second: the dropped future leaves the queue.
+///     let r = gosched::time::timeout(Duration::from_secs(1), m.lock_async()).await;
+///     assert!(r.is_err());
+///     drop(held);
+///     assert!(m.try_lock().is_some());
+/// });
+/// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct MutexLockFuture<'a, T: ?Sized> {
     lock: &'a Mutex<T>,
@@ -81,6 +110,13 @@ pub struct MutexLockFuture<'a, T: ?Sized> {
 
 impl<T> Mutex<T> {
     /// A new unlocked mutex. `const`, so it can initialise a `static`.
+    ///
+    /// ```
+    /// use gosched::sync::Mutex;
+    /// static COUNT: Mutex<u64> = Mutex::new(0);
+    /// *COUNT.lock() += 1;
+    /// assert_eq!(*COUNT.lock(), 1);
+    /// ```
     pub const fn new(value: T) -> Self {
         Mutex {
             raw: RawMutex::new(),
@@ -89,6 +125,12 @@ impl<T> Mutex<T> {
     }
 
     /// Consume the mutex and return its data.
+    ///
+    /// ```
+    /// let m = gosched::sync::Mutex::new(vec![1]);
+    /// m.lock().push(2);
+    /// assert_eq!(m.into_inner(), [1, 2]);
+    /// ```
     pub fn into_inner(self) -> T {
         self.data.into_inner()
     }
@@ -100,6 +142,15 @@ impl<T: ?Sized> Mutex<T> {
     /// # Panics
     /// Inside an async task when it would have to wait (that would block its M):
     /// use [`lock_async`](Self::lock_async) there.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let m = Arc::new(gosched::sync::Mutex::new(String::new()));
+    /// let m2 = m.clone();
+    /// gosched::go(move || m2.lock().push_str("hi")).join().unwrap();
+    /// let guard = m.lock(); // unlocks when `guard` is dropped
+    /// assert_eq!(*guard, "hi");
+    /// ```
     pub fn lock(&self) -> MutexGuard<'_, T> {
         crate::coro::preempt_point();
         if self.raw.lock_fast() {
@@ -109,6 +160,23 @@ impl<T: ?Sized> Mutex<T> {
     }
 
     /// Lock from async code. The future is cancel-safe.
+    ///
+    /// ```
+    /// # gosched::Runtime::new().unwrap().block_on(async {
+    /// use std::sync::Arc;
+    /// let m = Arc::new(gosched::sync::Mutex::new(0));
+    /// let tasks: Vec<_> = (0..4)
+    ///     .map(|_| {
+    ///         let m = m.clone();
+    ///         gosched::spawn(async move { *m.lock_async().await += 1 })
+    ///     })
+    ///     .collect();
+    /// for t in tasks {
+    ///     t.await.unwrap();
+    /// }
+    /// assert_eq!(*m.lock_async().await, 4);
+    /// # });
+    /// ```
     pub fn lock_async(&self) -> MutexLockFuture<'_, T> {
         MutexLockFuture {
             lock: self,
@@ -118,16 +186,39 @@ impl<T: ?Sized> Mutex<T> {
 
     /// Lock if that needs no waiting (Go's `TryLock`). In starvation mode the lock
     /// belongs to the queued waiters, so this fails even if it is momentarily free.
+    ///
+    /// ```
+    /// let m = gosched::sync::Mutex::new(1);
+    /// let guard = m.lock();
+    /// assert!(m.try_lock().is_none()); // held: no waiting
+    /// drop(guard);
+    /// assert_eq!(*m.try_lock().unwrap(), 1);
+    /// ```
     pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
         self.raw.try_lock().then(|| self.guard())
     }
 
     /// Whether some holder has it locked now (a snapshot, for diagnostics).
+    ///
+    /// ```
+    /// let m = gosched::sync::Mutex::new(());
+    /// assert!(!m.is_locked());
+    /// let guard = m.lock();
+    /// assert!(m.is_locked());
+    /// drop(guard);
+    /// assert!(!m.is_locked());
+    /// ```
     pub fn is_locked(&self) -> bool {
         self.raw.is_locked()
     }
 
     /// Mutable access without locking: `&mut self` proves nobody else holds it.
+    ///
+    /// ```
+    /// let mut m = gosched::sync::Mutex::new(1);
+    /// *m.get_mut() += 1;
+    /// assert_eq!(*m.lock(), 2);
+    /// ```
     pub fn get_mut(&mut self) -> &mut T {
         self.data.get_mut()
     }

@@ -49,6 +49,13 @@ pub struct Once {
 
 impl Once {
     /// A `Once` that has not run. `const`, so it can initialise a `static`.
+    ///
+    /// ```
+    /// use gosched::sync::Once;
+    /// static INIT: Once = Once::new();
+    /// let local = Once::new(); // or a field of some struct
+    /// assert!(!INIT.is_completed() && !local.is_completed());
+    /// ```
     pub const fn new() -> Self {
         Once {
             state: AtomicU8::new(INCOMPLETE),
@@ -57,6 +64,15 @@ impl Once {
     }
 
     /// Whether a call has completed (or panicked).
+    ///
+    /// ```
+    /// use std::panic::{catch_unwind, AssertUnwindSafe};
+    /// let once = gosched::sync::Once::new();
+    /// let r = catch_unwind(AssertUnwindSafe(|| once.call_once(|| panic!("init failed"))));
+    /// assert!(r.is_err());
+    /// assert!(once.is_completed()); // as in Go: a panicking call counts as done
+    /// once.call_once(|| unreachable!()); // and nothing runs again
+    /// ```
     pub fn is_completed(&self) -> bool {
         self.state.load(Acquire) == COMPLETE
     }
@@ -66,6 +82,22 @@ impl Once {
     /// # Panics
     /// Propagates a panic of `f`. Inside an async task, panics if it would have to
     /// wait for another caller's `f`: use [`call_once_async`](Self::call_once_async).
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::sync::Arc;
+    /// use gosched::sync::Once;
+    /// static ONCE: Once = Once::new();
+    /// let runs = Arc::new(AtomicU32::new(0));
+    /// let hs: Vec<_> = (0..4)
+    ///     .map(|_| {
+    ///         let runs = runs.clone();
+    ///         gosched::go(move || ONCE.call_once(|| { runs.fetch_add(1, Ordering::SeqCst); }))
+    ///     })
+    ///     .collect();
+    /// hs.into_iter().for_each(|h| h.join().unwrap());
+    /// assert_eq!(runs.load(Ordering::SeqCst), 1);
+    /// ```
     pub fn call_once<F: FnOnce()>(&self, f: F) {
         if self.is_completed() {
             return;
@@ -100,6 +132,23 @@ impl Once {
     /// back to not-run and a waiting caller runs its own function instead (the
     /// call did not complete). If `f` or its future panics, the `Once` counts as
     /// completed, as in [`call_once`](Self::call_once).
+    ///
+    /// ```
+    /// # gosched::Runtime::new().unwrap().block_on(async {
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use gosched::sync::Once;
+    /// static ONCE: Once = Once::new();
+    /// static RUNS: AtomicU32 = AtomicU32::new(0);
+    /// for _ in 0..3 {
+    ///     ONCE.call_once_async(|| async {
+    ///         gosched::task::yield_now().await; // an async initialiser may wait
+    ///         RUNS.fetch_add(1, Ordering::Relaxed);
+    ///     })
+    ///     .await;
+    /// }
+    /// assert_eq!(RUNS.load(Ordering::Relaxed), 1);
+    /// # });
+    /// ```
     pub async fn call_once_async<F, Fut>(&self, f: F)
     where
         F: FnOnce() -> Fut,

@@ -95,6 +95,15 @@ unsafe impl<T: ?Sized + Send> Send for RwLock<T> {}
 unsafe impl<T: ?Sized + Send + Sync> Sync for RwLock<T> {}
 
 /// Shared access to an [`RwLock`]'s data; releases the read lock when dropped.
+///
+/// ```
+/// let l = gosched::sync::RwLock::new(5);
+/// let (r1, r2) = (l.read(), l.read()); // readers share the lock
+/// assert_eq!(*r1 + *r2, 10);
+/// assert!(l.try_write().is_none());
+/// drop((r1, r2));
+/// assert!(l.try_write().is_some());
+/// ```
 #[must_use = "if unused the RwLock will immediately unlock"]
 pub struct RwLockReadGuard<'a, T: ?Sized> {
     lock: &'a RwLock<T>,
@@ -102,6 +111,15 @@ pub struct RwLockReadGuard<'a, T: ?Sized> {
 }
 
 /// Exclusive access to an [`RwLock`]'s data; releases the write lock when dropped.
+///
+/// ```
+/// let l = gosched::sync::RwLock::new(String::from("a"));
+/// let mut w = l.write();
+/// w.push('b');
+/// assert!(l.try_read().is_none()); // nobody else while it lives
+/// drop(w);
+/// assert_eq!(*l.read(), "ab");
+/// ```
 #[must_use = "if unused the RwLock will immediately unlock"]
 pub struct RwLockWriteGuard<'a, T: ?Sized> {
     lock: &'a RwLock<T>,
@@ -109,6 +127,20 @@ pub struct RwLockWriteGuard<'a, T: ?Sized> {
 }
 
 /// Future of [`RwLock::read_async`]; cancel-safe.
+///
+/// ```
+/// use std::time::Duration;
+/// use gosched::sync::RwLock;
+/// gosched::testing::run_virtual_async(async {
+///     let l = RwLock::new(0);
+///     let w = l.write_async().await;
+///     // A writer holds it: give up reading after a second.
+///     let r = gosched::time::timeout(Duration::from_secs(1), l.read_async()).await;
+///     assert!(r.is_err());
+///     drop(w);
+///     assert_eq!(*l.read_async().await, 0);
+/// });
+/// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct RwLockReadFuture<'a, T: ?Sized> {
     lock: &'a RwLock<T>,
@@ -116,6 +148,19 @@ pub struct RwLockReadFuture<'a, T: ?Sized> {
 }
 
 /// Future of [`RwLock::write_async`]; cancel-safe.
+///
+/// ```
+/// # gosched::Runtime::new().unwrap().block_on(async {
+/// let l = gosched::sync::RwLock::new(0);
+/// let r = l.read_async().await;
+/// let mut w = std::pin::pin!(l.write_async());
+/// assert!(futures::poll!(w.as_mut()).is_pending()); // queued behind the reader
+/// assert!(l.try_read().is_none()); // writer-preferring: new readers wait too
+/// drop(r); // the last reader leaves: the lock goes to the writer
+/// *w.await += 1;
+/// assert_eq!(*l.read_async().await, 1);
+/// # });
+/// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct RwLockWriteFuture<'a, T: ?Sized> {
     lock: &'a RwLock<T>,
@@ -124,6 +169,13 @@ pub struct RwLockWriteFuture<'a, T: ?Sized> {
 
 impl<T> RwLock<T> {
     /// A new unlocked lock. `const`, so it can initialise a `static`.
+    ///
+    /// ```
+    /// use gosched::sync::RwLock;
+    /// static ROUTES: RwLock<Vec<&str>> = RwLock::new(Vec::new());
+    /// ROUTES.write().push("/");
+    /// assert_eq!(ROUTES.read().len(), 1);
+    /// ```
     pub const fn new(value: T) -> Self {
         RwLock {
             state: AtomicUsize::new(0),
@@ -136,6 +188,12 @@ impl<T> RwLock<T> {
     }
 
     /// Consume the lock and return its data.
+    ///
+    /// ```
+    /// let l = gosched::sync::RwLock::new(1);
+    /// *l.write() += 1;
+    /// assert_eq!(l.into_inner(), 2);
+    /// ```
     pub fn into_inner(self) -> T {
         self.data.into_inner()
     }
@@ -148,6 +206,19 @@ impl<T: ?Sized> RwLock<T> {
     /// # Panics
     /// Inside an async task when it would have to wait: use
     /// [`read_async`](Self::read_async) there.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let l = Arc::new(gosched::sync::RwLock::new(vec![1, 2, 3]));
+    /// let hs: Vec<_> = (0..3)
+    ///     .map(|i| {
+    ///         let l = l.clone();
+    ///         gosched::go(move || l.read()[i])
+    ///     })
+    ///     .collect();
+    /// let sum: i32 = hs.into_iter().map(|h| h.join().unwrap()).sum();
+    /// assert_eq!(sum, 6);
+    /// ```
     pub fn read(&self) -> RwLockReadGuard<'_, T> {
         match self.try_read() {
             Some(g) => g,
@@ -161,6 +232,19 @@ impl<T: ?Sized> RwLock<T> {
     /// # Panics
     /// Inside an async task when it would have to wait: use
     /// [`write_async`](Self::write_async) there.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let l = Arc::new(gosched::sync::RwLock::new(0));
+    /// let hs: Vec<_> = (0..4)
+    ///     .map(|_| {
+    ///         let l = l.clone();
+    ///         gosched::go(move || *l.write() += 1)
+    ///     })
+    ///     .collect();
+    /// hs.into_iter().for_each(|h| h.join().unwrap());
+    /// assert_eq!(*l.read(), 4);
+    /// ```
     pub fn write(&self) -> RwLockWriteGuard<'_, T> {
         match self.try_write() {
             Some(g) => g,
@@ -169,6 +253,14 @@ impl<T: ?Sized> RwLock<T> {
     }
 
     /// `read` for async code.
+    ///
+    /// ```
+    /// # gosched::Runtime::new().unwrap().block_on(async {
+    /// let l = gosched::sync::RwLock::new("config");
+    /// let (a, b) = (l.read_async().await, l.read_async().await);
+    /// assert_eq!((*a, *b), ("config", "config"));
+    /// # });
+    /// ```
     pub fn read_async(&self) -> RwLockReadFuture<'_, T> {
         RwLockReadFuture {
             lock: self,
@@ -177,6 +269,17 @@ impl<T: ?Sized> RwLock<T> {
     }
 
     /// `write` for async code.
+    ///
+    /// ```
+    /// # gosched::Runtime::new().unwrap().block_on(async {
+    /// use std::sync::Arc;
+    /// let l = Arc::new(gosched::sync::RwLock::new(Vec::new()));
+    /// let l2 = l.clone();
+    /// gosched::spawn(async move { l2.write_async().await.push(1) }).await.unwrap();
+    /// l.write_async().await.push(2);
+    /// assert_eq!(*l.read_async().await, [1, 2]);
+    /// # });
+    /// ```
     pub fn write_async(&self) -> RwLockWriteFuture<'_, T> {
         RwLockWriteFuture {
             lock: self,
@@ -185,11 +288,28 @@ impl<T: ?Sized> RwLock<T> {
     }
 
     /// A read lock if no writer holds or waits for the lock.
+    ///
+    /// ```
+    /// let l = gosched::sync::RwLock::new(1);
+    /// let w = l.write();
+    /// assert!(l.try_read().is_none());
+    /// drop(w);
+    /// assert_eq!(*l.try_read().unwrap(), 1);
+    /// ```
     pub fn try_read(&self) -> Option<RwLockReadGuard<'_, T>> {
         self.try_read_raw().then(|| self.read_guard())
     }
 
     /// The write lock if nobody holds or waits for the lock.
+    ///
+    /// ```
+    /// let l = gosched::sync::RwLock::new(1);
+    /// let r = l.read();
+    /// assert!(l.try_write().is_none()); // a reader is inside
+    /// drop(r);
+    /// *l.try_write().unwrap() = 2;
+    /// assert_eq!(*l.read(), 2);
+    /// ```
     pub fn try_write(&self) -> Option<RwLockWriteGuard<'_, T>> {
         self.state
             .compare_exchange(0, WRITER, Acquire, Relaxed)
@@ -198,6 +318,12 @@ impl<T: ?Sized> RwLock<T> {
     }
 
     /// Mutable access without locking: `&mut self` proves nobody else holds it.
+    ///
+    /// ```
+    /// let mut l = gosched::sync::RwLock::new(1);
+    /// *l.get_mut() = 5;
+    /// assert_eq!(*l.read(), 5);
+    /// ```
     pub fn get_mut(&mut self) -> &mut T {
         self.data.get_mut()
     }

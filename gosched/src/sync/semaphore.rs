@@ -70,6 +70,22 @@ pub struct Semaphore {
 }
 
 /// Future of [`Semaphore::acquire_async`]; cancel-safe.
+///
+/// Waiters are served in FIFO order: while one is queued, even a request that
+/// would fit waits behind it.
+///
+/// ```
+/// # gosched::Runtime::new().unwrap().block_on(async {
+/// let sem = gosched::sync::Semaphore::new(2);
+/// sem.acquire_async(1).await;
+/// let mut big = std::pin::pin!(sem.acquire_async(2));
+/// assert!(futures::poll!(big.as_mut()).is_pending()); // queued
+/// assert!(!sem.try_acquire(1)); // one is free, but `big` is first
+/// sem.release(1);
+/// big.await; // granted both
+/// assert_eq!(sem.available(), 0);
+/// # });
+/// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct SemaphoreAcquireFuture<'a> {
     sem: &'a Semaphore,
@@ -78,6 +94,15 @@ pub struct SemaphoreAcquireFuture<'a> {
 }
 
 /// Permits held from a [`Semaphore`]; released when dropped.
+///
+/// ```
+/// let sem = gosched::sync::Semaphore::new(4);
+/// {
+///     let _permit = sem.acquire_permit(3);
+///     assert_eq!(sem.available(), 1);
+/// } // released here
+/// assert_eq!(sem.available(), 4);
+/// ```
 #[must_use = "the permits are released at once if the permit is not kept"]
 pub struct SemaphorePermit<'a> {
     sem: &'a Semaphore,
@@ -87,6 +112,13 @@ pub struct SemaphorePermit<'a> {
 impl Semaphore {
     /// A semaphore with `size` permits, all free. `const`, so it can initialise a
     /// `static`.
+    ///
+    /// ```
+    /// use gosched::sync::Semaphore;
+    /// static DB_CONNS: Semaphore = Semaphore::new(10);
+    /// let _conn = DB_CONNS.acquire_permit(1);
+    /// assert_eq!(DB_CONNS.available(), 9);
+    /// ```
     pub const fn new(size: usize) -> Self {
         Semaphore {
             size,
@@ -97,12 +129,27 @@ impl Semaphore {
         }
     }
 
-    /// Total permits.
+    /// Total permits (held or not).
+    ///
+    /// ```
+    /// let sem = gosched::sync::Semaphore::new(3);
+    /// sem.acquire(2);
+    /// assert_eq!((sem.size(), sem.available()), (3, 1));
+    /// ```
     pub fn size(&self) -> usize {
         self.size
     }
 
     /// Permits free now (a snapshot).
+    ///
+    /// ```
+    /// let sem = gosched::sync::Semaphore::new(3);
+    /// assert_eq!(sem.available(), 3);
+    /// let p = sem.acquire_permit(2);
+    /// assert_eq!(sem.available(), 1);
+    /// drop(p);
+    /// assert_eq!(sem.available(), 3);
+    /// ```
     pub fn available(&self) -> usize {
         self.size - lock(&self.state).cur
     }
@@ -126,6 +173,19 @@ impl Semaphore {
     /// If `n` exceeds [`size`](Self::size) (it could never succeed; x/sync would
     /// block until its context ends). Inside an async task when it would have to
     /// wait: use [`acquire_async`](Self::acquire_async).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let sem = Arc::new(gosched::sync::Semaphore::new(2));
+    /// sem.acquire(2); // all of them
+    /// let s = sem.clone();
+    /// let h = gosched::go(move || {
+    ///     s.acquire(1); // parks until a permit is released
+    ///     s.available()
+    /// });
+    /// sem.release(1);
+    /// assert_eq!(h.join().unwrap(), 0);
+    /// ```
     #[track_caller]
     pub fn acquire(&self, n: usize) {
         if !self.try_acquire_checked(n) {
@@ -137,6 +197,19 @@ impl Semaphore {
     ///
     /// # Panics
     /// If `n` exceeds [`size`](Self::size), at once (not when polled).
+    ///
+    /// ```
+    /// # gosched::Runtime::new().unwrap().block_on(async {
+    /// use std::sync::Arc;
+    /// let sem = Arc::new(gosched::sync::Semaphore::new(1));
+    /// sem.acquire_async(1).await;
+    /// let s = sem.clone();
+    /// let waiter = gosched::spawn(async move { s.acquire_async(1).await });
+    /// sem.release(1); // the task gets it, whether it waits already or not
+    /// waiter.await.unwrap();
+    /// assert_eq!(sem.available(), 0);
+    /// # });
+    /// ```
     #[track_caller]
     pub fn acquire_async(&self, n: usize) -> SemaphoreAcquireFuture<'_> {
         self.check_size(n);
@@ -149,6 +222,14 @@ impl Semaphore {
 
     /// Acquire `n` permits if they are free and nobody is waiting; never waits.
     /// `false` (not a panic) when `n` exceeds the size.
+    ///
+    /// ```
+    /// let sem = gosched::sync::Semaphore::new(2);
+    /// assert!(sem.try_acquire(2));
+    /// assert!(!sem.try_acquire(1)); // none left
+    /// assert!(!sem.try_acquire(3)); // never possible: false, no panic
+    /// sem.release(2);
+    /// ```
     pub fn try_acquire(&self, n: usize) -> bool {
         let mut s = lock(&self.state);
         if self.size - s.cur >= n && s.waiters.is_empty() {
@@ -170,6 +251,15 @@ impl Semaphore {
     /// # Panics
     /// If more permits are released than are held (a release without a matching
     /// acquire).
+    ///
+    /// ```
+    /// let sem = gosched::sync::Semaphore::new(5);
+    /// sem.acquire(3);
+    /// sem.release(2); // any part of what is held
+    /// assert_eq!(sem.available(), 4);
+    /// sem.release(1);
+    /// assert_eq!(sem.available(), 5);
+    /// ```
     #[track_caller]
     pub fn release(&self, n: usize) {
         let mut s = lock(&self.state);
@@ -191,6 +281,15 @@ impl Semaphore {
     ///
     /// # Panics
     /// As [`acquire`](Self::acquire).
+    ///
+    /// ```
+    /// let sem = gosched::sync::Semaphore::new(2);
+    /// let permit = sem.acquire_permit(2);
+    /// assert_eq!(permit.num_permits(), 2);
+    /// assert!(!sem.try_acquire(1));
+    /// drop(permit);
+    /// assert!(sem.try_acquire(1));
+    /// ```
     #[track_caller]
     pub fn acquire_permit(&self, n: usize) -> SemaphorePermit<'_> {
         self.acquire(n);
@@ -201,6 +300,16 @@ impl Semaphore {
     ///
     /// # Panics
     /// As [`acquire_async`](Self::acquire_async).
+    ///
+    /// ```
+    /// # gosched::Runtime::new().unwrap().block_on(async {
+    /// let sem = gosched::sync::Semaphore::new(3);
+    /// let permit = sem.acquire_permit_async(2).await;
+    /// assert_eq!(sem.available(), 1);
+    /// drop(permit);
+    /// assert_eq!(sem.available(), 3);
+    /// # });
+    /// ```
     #[track_caller]
     pub fn acquire_permit_async(
         &self,
@@ -214,6 +323,15 @@ impl Semaphore {
     }
 
     /// `try_acquire(n)` as a permit.
+    ///
+    /// ```
+    /// let sem = gosched::sync::Semaphore::new(1);
+    /// let first = sem.try_acquire_permit(1);
+    /// assert!(first.is_some());
+    /// assert!(sem.try_acquire_permit(1).is_none());
+    /// drop(first);
+    /// assert!(sem.try_acquire_permit(1).is_some());
+    /// ```
     pub fn try_acquire_permit(&self, n: usize) -> Option<SemaphorePermit<'_>> {
         // Not `then_some`: an eagerly built permit would release on drop.
         if self.try_acquire(n) {
@@ -288,12 +406,25 @@ impl fmt::Debug for SemaphoreAcquireFuture<'_> {
 
 impl SemaphorePermit<'_> {
     /// Permits held by this guard.
+    ///
+    /// ```
+    /// let sem = gosched::sync::Semaphore::new(8);
+    /// assert_eq!(sem.acquire_permit(5).num_permits(), 5);
+    /// ```
     pub fn num_permits(&self) -> usize {
         self.n
     }
 
     /// Keep the permits acquired without releasing them (they can be released
     /// later with [`Semaphore::release`]).
+    ///
+    /// ```
+    /// let sem = gosched::sync::Semaphore::new(2);
+    /// sem.acquire_permit(2).forget();
+    /// assert_eq!(sem.available(), 0); // still held
+    /// sem.release(2);
+    /// assert_eq!(sem.available(), 2);
+    /// ```
     pub fn forget(self) {
         std::mem::forget(self);
     }

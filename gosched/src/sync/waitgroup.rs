@@ -61,6 +61,18 @@ pub struct WaitGroup {
 }
 
 /// Future of [`WaitGroup::wait_async`]; cancel-safe.
+///
+/// ```
+/// use std::time::Duration;
+/// gosched::testing::run_virtual_async(async {
+///     let wg = gosched::sync::WaitGroup::new();
+///     wg.add(1); // and nobody calls `done`
+///     let r = gosched::time::timeout(Duration::from_secs(5), wg.wait_async()).await;
+///     assert!(r.is_err()); // gave up; the future left the wait queue
+///     wg.done();
+///     wg.wait_async().await; // zero: returns at once
+/// });
+/// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct WaitGroupFuture<'a> {
     wg: &'a WaitGroup,
@@ -69,6 +81,12 @@ pub struct WaitGroupFuture<'a> {
 
 impl WaitGroup {
     /// A group with counter zero.
+    ///
+    /// ```
+    /// let wg = gosched::sync::WaitGroup::new();
+    /// assert_eq!(wg.count(), 0);
+    /// wg.wait(); // nothing to wait for: returns at once
+    /// ```
     pub fn new() -> Self {
         WaitGroup {
             inner: Arc::new(Inner {
@@ -83,6 +101,17 @@ impl WaitGroup {
     ///
     /// # Panics
     /// `sync: negative WaitGroup counter` if the counter would go below zero.
+    ///
+    /// ```
+    /// let wg = gosched::sync::WaitGroup::new();
+    /// wg.add(3); // before the goroutines start, as in Go
+    /// for _ in 0..3 {
+    ///     let wg = wg.clone();
+    ///     gosched::go(move || wg.done());
+    /// }
+    /// wg.wait();
+    /// assert_eq!(wg.count(), 0);
+    /// ```
     pub fn add(&self, delta: isize) {
         let v = self
             .inner
@@ -102,11 +131,27 @@ impl WaitGroup {
     ///
     /// # Panics
     /// `sync: negative WaitGroup counter` if the counter was zero.
+    ///
+    /// ```
+    /// let wg = gosched::sync::WaitGroup::new();
+    /// wg.add(2);
+    /// wg.done();
+    /// assert_eq!(wg.count(), 1);
+    /// wg.done();
+    /// wg.wait(); // zero: returns at once
+    /// ```
     pub fn done(&self) {
         self.add(-1);
     }
 
     /// The counter now (a snapshot).
+    ///
+    /// ```
+    /// let wg = gosched::sync::WaitGroup::new();
+    /// wg.add(5);
+    /// wg.add(-2);
+    /// assert_eq!(wg.count(), 3);
+    /// ```
     pub fn count(&self) -> isize {
         self.inner.count.load(Acquire)
     }
@@ -116,6 +161,18 @@ impl WaitGroup {
     /// # Panics
     /// Inside an async task when it would have to wait: use
     /// [`wait_async`](Self::wait_async).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use gosched::sync::{Mutex, WaitGroup};
+    /// let (wg, seen) = (WaitGroup::new(), Arc::new(Mutex::new(Vec::new())));
+    /// for i in 0..3 {
+    ///     let seen = seen.clone();
+    ///     wg.go(move || seen.lock().push(i));
+    /// }
+    /// wg.wait(); // every goroutine has pushed
+    /// assert_eq!(seen.lock().len(), 3);
+    /// ```
     pub fn wait(&self) {
         if self.count() != 0 {
             crate::block_on(self.wait_async());
@@ -123,6 +180,20 @@ impl WaitGroup {
     }
 
     /// `wait` for async code.
+    ///
+    /// ```
+    /// # gosched::Runtime::new().unwrap().block_on(async {
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::sync::Arc;
+    /// let (wg, n) = (gosched::sync::WaitGroup::new(), Arc::new(AtomicU32::new(0)));
+    /// for _ in 0..4 {
+    ///     let n = n.clone();
+    ///     wg.spawn(async move { n.fetch_add(1, Ordering::SeqCst) });
+    /// }
+    /// wg.wait_async().await;
+    /// assert_eq!(n.load(Ordering::SeqCst), 4);
+    /// # });
+    /// ```
     pub fn wait_async(&self) -> WaitGroupFuture<'_> {
         WaitGroupFuture {
             wg: self,
@@ -136,6 +207,15 @@ impl WaitGroup {
     ///
     /// # Panics
     /// If no goroutine stack can be reserved (the counter is left unchanged).
+    ///
+    /// ```
+    /// let wg = gosched::sync::WaitGroup::new();
+    /// let ok = wg.go(|| 1 + 1);
+    /// let bad = wg.go(|| -> i32 { panic!("boom") });
+    /// wg.wait(); // both count as done, the panicking one too
+    /// assert_eq!(ok.join().unwrap(), 2);
+    /// assert!(bad.join().unwrap_err().is_panic());
+    /// ```
     #[track_caller]
     pub fn go<F, T>(&self, f: F) -> JoinHandle<T>
     where
@@ -156,6 +236,14 @@ impl WaitGroup {
 
     /// Like [`go`](Self::go) for an async task: `done()` when the future finishes,
     /// panics, or is cancelled.
+    ///
+    /// ```
+    /// let wg = gosched::sync::WaitGroup::new();
+    /// let hs: Vec<_> = (1..=3).map(|i| wg.spawn(async move { i * 10 })).collect();
+    /// wg.wait();
+    /// let total: i32 = hs.into_iter().map(|h| h.join().unwrap()).sum();
+    /// assert_eq!(total, 60);
+    /// ```
     #[track_caller]
     pub fn spawn<F>(&self, fut: F) -> JoinHandle<F::Output>
     where

@@ -55,6 +55,15 @@ pub fn since(t: Instant) -> Duration {
 ///
 /// # Panics
 /// When called from inside an async task: use [`sleep_async`]`(d).await` there.
+///
+/// ```
+/// use std::time::Duration;
+/// gosched::testing::run_virtual(|| {
+///     let t = gosched::time::now();
+///     gosched::time::sleep(Duration::from_secs(2)); // instant: the clock is virtual
+///     assert_eq!(gosched::time::since(t), Duration::from_secs(2));
+/// });
+/// ```
 pub fn sleep(d: Duration) {
     if crate::coro::in_goroutine() {
         crate::block_on(sleep_async(d));
@@ -68,6 +77,18 @@ pub fn sleep(d: Duration) {
 /// A future that completes once `d` has passed, on the runtime's timers. For
 /// `d > 0` it returns `Pending` at least once (Go: `Sleep(d > 0)` always parks),
 /// so a loop of tiny sleeps lets the rest of its P run.
+///
+/// ```
+/// use std::time::Duration;
+/// let waited = gosched::testing::run_virtual_async(async {
+///     let t = gosched::time::now();
+///     let sleep = gosched::time::sleep_async(Duration::from_secs(5));
+///     assert_eq!(sleep.deadline(), t + Duration::from_secs(5));
+///     sleep.await;
+///     gosched::time::since(t)
+/// });
+/// assert_eq!(waited, Duration::from_secs(5));
+/// ```
 pub fn sleep_async(d: Duration) -> Sleep {
     let deadline = crate::sched::timers::deadline_after(d);
     if d.is_zero() {
@@ -80,6 +101,16 @@ pub fn sleep_async(d: Duration) -> Sleep {
 // ---- timeout, after, tick ----------------------------------------------------------
 
 /// `timeout` ran out before the future completed.
+///
+/// ```
+/// use std::time::Duration;
+/// use gosched::time::{timeout, Elapsed};
+/// let r = gosched::testing::run_virtual_async(async {
+///     timeout(Duration::from_secs(1), std::future::pending::<()>()).await
+/// });
+/// assert_eq!(r, Err(Elapsed));
+/// assert_eq!(Elapsed.to_string(), "deadline elapsed");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Elapsed;
 
@@ -94,6 +125,17 @@ impl std::error::Error for Elapsed {}
 /// Run `fut` for at most `d`: `Err(Elapsed)` if it has not completed by then (it
 /// is dropped). Works in async code, and through `block_on` in goroutines and
 /// threads.
+///
+/// ```
+/// use std::time::Duration;
+/// use gosched::time::{sleep_async, timeout};
+/// gosched::testing::run_virtual_async(async {
+///     let quick = timeout(Duration::from_secs(10), async { 7 }).await;
+///     assert_eq!(quick, Ok(7));
+///     let slow = timeout(Duration::from_secs(1), sleep_async(Duration::from_secs(3600))).await;
+///     assert!(slow.is_err());
+/// });
+/// ```
 pub fn timeout<F: Future>(d: Duration, fut: F) -> Timeout<F> {
     Timeout {
         fut,
@@ -102,6 +144,17 @@ pub fn timeout<F: Future>(d: Duration, fut: F) -> Timeout<F> {
 }
 
 /// Future returned by [`timeout`].
+///
+/// A goroutine (or a plain thread) waits for it with [`block_on`](crate::block_on):
+///
+/// ```
+/// use std::time::Duration;
+/// gosched::testing::run_virtual(|| {
+///     let ch = gosched::chan::<u32>(0);
+///     let t = gosched::time::timeout(Duration::from_secs(5), ch.recv_async());
+///     assert!(gosched::block_on(t).is_err()); // nobody sent within 5 s
+/// });
+/// ```
 #[derive(Debug)]
 #[must_use = "futures do nothing unless polled"]
 pub struct Timeout<F> {
@@ -134,6 +187,23 @@ impl<F: Future> Future for Timeout<F> {
 /// count in [`num_goroutine`](crate::runtime::num_goroutine), and once every
 /// handle able to receive from the channel is dropped it is stopped and freed
 /// at once (Go 1.23), long before `d` passes.
+///
+/// ```
+/// use std::time::Duration;
+/// gosched::testing::run_virtual(|| {
+///     let start = gosched::time::now();
+///     let ch = gosched::time::after(Duration::from_secs(3));
+///     let fired = ch.recv().unwrap();
+///     assert_eq!(fired - start, Duration::from_secs(3));
+///     // The usual use: a timeout arm.
+///     let work = gosched::chan::<u32>(0);
+///     let got = gosched::select! {
+///         recv(work) -> v => v,
+///         recv(gosched::time::after(Duration::from_secs(1))) -> _ => None,
+///     };
+///     assert_eq!(got, None);
+/// });
+/// ```
 pub fn after(d: Duration) -> crate::Chan<Instant> {
     let ch = crate::chan(1);
     if d.is_zero() {
@@ -164,6 +234,18 @@ pub fn after(d: Duration) -> crate::Chan<Instant> {
 ///
 /// # Panics
 /// If `period` is zero.
+///
+/// ```
+/// use std::time::Duration;
+/// gosched::testing::run_virtual(|| {
+///     let start = gosched::time::now();
+///     let ticker = gosched::time::tick(Duration::from_secs(1));
+///     for n in 1..=3 {
+///         let at = ticker.recv().unwrap();
+///         assert_eq!(at - start, Duration::from_secs(n));
+///     }
+/// });
+/// ```
 pub fn tick(period: Duration) -> Ticker {
     Ticker::new(period)
 }

@@ -82,6 +82,17 @@ pub struct Timer {
 /// ticker stops it; after [`stop`](Ticker::stop) or
 /// [`reset`](Ticker::reset) returns, no tick of the earlier period is
 /// received.
+///
+/// ```
+/// use std::time::Duration;
+/// gosched::testing::run_virtual(|| {
+///     let start = gosched::time::now();
+///     let ticker = gosched::time::Ticker::new(Duration::from_secs(10));
+///     assert_eq!(ticker.recv().unwrap() - start, Duration::from_secs(10));
+///     ticker.stop();
+///     assert!(ticker.chan().recv_timeout(Duration::from_secs(60)).is_err());
+/// });
+/// ```
 pub struct Ticker {
     inner: Arc<Inner>,
 }
@@ -104,6 +115,15 @@ struct State {
 impl Timer {
     /// A timer that sends the current time on its channel once, after `d`
     /// (Go's `time.NewTimer`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// gosched::testing::run_virtual(|| {
+    ///     let start = gosched::time::now();
+    ///     let t = gosched::time::Timer::new(Duration::from_secs(30));
+    ///     assert_eq!(t.recv().unwrap() - start, Duration::from_secs(30));
+    /// });
+    /// ```
     pub fn new(d: Duration) -> Timer {
         Timer {
             inner: Inner::armed(None, d, None),
@@ -114,6 +134,29 @@ impl Timer {
     /// `time.AfterFunc`). [`stop`](Timer::stop) prevents it; after a
     /// [`reset`](Timer::reset) it runs again. Its channel never receives
     /// anything (Go: its `C` is nil).
+    ///
+    /// ```
+    /// use std::sync::{atomic::AtomicBool, atomic::Ordering::SeqCst, Arc};
+    /// use std::time::Duration;
+    /// gosched::testing::run_virtual(|| {
+    ///     let start = gosched::time::now();
+    ///     let done = gosched::chan::<std::time::Instant>(1);
+    ///     let tx = done.clone();
+    ///     let _t = gosched::time::Timer::after_func(Duration::from_secs(5), move || {
+    ///         let _ = tx.try_send(gosched::time::now());
+    ///     });
+    ///     assert_eq!(done.recv().unwrap() - start, Duration::from_secs(5));
+    ///     // Stopped in time, it never runs.
+    ///     let ran = Arc::new(AtomicBool::new(false));
+    ///     let r = ran.clone();
+    ///     let never = gosched::time::Timer::after_func(Duration::from_secs(5), move || {
+    ///         r.store(true, SeqCst);
+    ///     });
+    ///     assert!(never.stop());
+    ///     gosched::time::sleep(Duration::from_secs(10));
+    ///     assert!(!ran.load(SeqCst));
+    /// });
+    /// ```
     #[must_use = "dropping the Timer stops it: `f` would never run"]
     pub fn after_func<F>(d: Duration, f: F) -> Timer
     where
@@ -126,12 +169,34 @@ impl Timer {
 
     /// The channel the time arrives on (usable in `select!`, with `recv`,
     /// `recv_timeout`, `recv_async`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// gosched::testing::run_virtual(|| {
+    ///     let t = gosched::time::Timer::new(Duration::from_secs(2));
+    ///     let work = gosched::chan::<u32>(0);
+    ///     let timed_out = gosched::select! {
+    ///         recv(work) -> _ => false,
+    ///         recv(t.chan()) -> _ => true,
+    ///     };
+    ///     assert!(timed_out);
+    /// });
+    /// ```
     pub fn chan(&self) -> &Chan<Instant> {
         &self.inner.ch
     }
 
     /// Wait for the timer to fire (blocking the goroutine or thread). Blocks
     /// for ever on a stopped timer, as a receive on Go's `t.C` does.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// gosched::testing::run_virtual(|| {
+    ///     let t = gosched::time::Timer::new(Duration::from_millis(1500));
+    ///     let fired = t.recv().unwrap();
+    ///     assert_eq!(fired, gosched::time::now()); // sent when it fired, just now
+    /// });
+    /// ```
     pub fn recv(&self) -> Option<Instant> {
         self.inner.ch.recv()
     }
@@ -140,6 +205,17 @@ impl Timer {
     /// had fired but its value had not been received (the value is discarded).
     /// `false` if its value was received already or it was stopped already.
     /// After it returns, nothing from the stopped arming is received.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// gosched::testing::run_virtual(|| {
+    ///     let t = gosched::time::Timer::new(Duration::from_secs(1));
+    ///     assert!(t.stop()); // it was pending
+    ///     assert!(!t.stop()); // stopped already
+    ///     gosched::time::sleep(Duration::from_secs(2));
+    ///     assert!(t.chan().try_recv().is_err()); // it never fired
+    /// });
+    /// ```
     pub fn stop(&self) -> bool {
         let mut st = self.inner.lock();
         self.inner.disarm(&mut st)
@@ -148,6 +224,18 @@ impl Timer {
     /// Re-arm the timer to fire after `d` from now, cancelling the current
     /// arming. Returns what [`stop`](Timer::stop) would have returned. After
     /// it returns, only the new arming's value can be received.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// gosched::testing::run_virtual(|| {
+    ///     let start = gosched::time::now();
+    ///     let t = gosched::time::Timer::new(Duration::from_secs(3600));
+    ///     assert!(t.reset(Duration::from_secs(1))); // it was pending
+    ///     assert_eq!(t.recv().unwrap() - start, Duration::from_secs(1));
+    ///     assert!(!t.reset(Duration::from_secs(1))); // fired and received already
+    ///     assert_eq!(t.recv().unwrap() - start, Duration::from_secs(2));
+    /// });
+    /// ```
     pub fn reset(&self, d: Duration) -> bool {
         let mut st = self.inner.lock();
         let was_active = self.inner.disarm(&mut st);
@@ -162,6 +250,17 @@ impl Ticker {
     ///
     /// # Panics
     /// If `period` is zero (Go panics too).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// gosched::testing::run_virtual(|| {
+    ///     let start = gosched::time::now();
+    ///     let ticker = gosched::time::Ticker::new(Duration::from_millis(250));
+    ///     ticker.recv();
+    ///     let second = ticker.recv().unwrap();
+    ///     assert_eq!(second - start, Duration::from_millis(500));
+    /// });
+    /// ```
     pub fn new(period: Duration) -> Ticker {
         assert!(
             !period.is_zero(),
@@ -173,18 +272,53 @@ impl Ticker {
     }
 
     /// The channel the ticks arrive on (usable in `select!`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// gosched::testing::run_virtual(|| {
+    ///     let ticker = gosched::time::tick(Duration::from_secs(1));
+    ///     let quit = gosched::time::after(Duration::from_millis(3500));
+    ///     let mut ticks = 0;
+    ///     loop {
+    ///         gosched::select! {
+    ///             recv(ticker.chan()) -> _ => ticks += 1,
+    ///             recv(quit) -> _ => break,
+    ///         }
+    ///     }
+    ///     assert_eq!(ticks, 3);
+    /// });
+    /// ```
     pub fn chan(&self) -> &Chan<Instant> {
         &self.inner.ch
     }
 
     /// Wait for the next tick (blocking the goroutine or thread). Blocks for
     /// ever on a stopped ticker.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// gosched::testing::run_virtual(|| {
+    ///     let ticker = gosched::time::tick(Duration::from_secs(1));
+    ///     let (a, b) = (ticker.recv().unwrap(), ticker.recv().unwrap());
+    ///     assert_eq!(b - a, Duration::from_secs(1));
+    /// });
+    /// ```
     pub fn recv(&self) -> Option<Instant> {
         self.inner.ch.recv()
     }
 
     /// Stop ticking. After it returns, no tick is received (an unreceived
     /// one is discarded) until a [`reset`](Ticker::reset).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// gosched::testing::run_virtual(|| {
+    ///     let ticker = gosched::time::tick(Duration::from_secs(1));
+    ///     gosched::time::sleep(Duration::from_secs(2)); // a tick waits unreceived
+    ///     ticker.stop(); // and is discarded
+    ///     assert!(ticker.chan().recv_timeout(Duration::from_secs(5)).is_err());
+    /// });
+    /// ```
     pub fn stop(&self) {
         let mut st = self.inner.lock();
         self.inner.disarm(&mut st);
@@ -196,6 +330,18 @@ impl Ticker {
     ///
     /// # Panics
     /// If `period` is zero.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// gosched::testing::run_virtual(|| {
+    ///     let ticker = gosched::time::tick(Duration::from_secs(1));
+    ///     ticker.stop();
+    ///     let start = gosched::time::now();
+    ///     ticker.reset(Duration::from_secs(5)); // starts again, every 5 s
+    ///     assert_eq!(ticker.recv().unwrap() - start, Duration::from_secs(5));
+    ///     assert_eq!(ticker.recv().unwrap() - start, Duration::from_secs(10));
+    /// });
+    /// ```
     pub fn reset(&self, period: Duration) {
         assert!(
             !period.is_zero(),

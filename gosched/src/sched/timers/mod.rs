@@ -480,6 +480,19 @@ impl Shared {
 }
 
 /// A future that completes at `deadline` (at once if it has passed).
+///
+/// A goroutine waits for it with [`block_on`](crate::block_on).
+///
+/// ```
+/// use std::time::Duration;
+/// gosched::testing::run_virtual_async(async {
+///     let at = gosched::time::now() + Duration::from_secs(60);
+///     gosched::time::sleep_until(at).await;
+///     assert_eq!(gosched::time::now(), at);
+///     gosched::time::sleep_until(at).await; // passed already: at once
+///     assert_eq!(gosched::time::now(), at);
+/// });
+/// ```
 pub fn sleep_until(deadline: Instant) -> Sleep {
     Sleep {
         deadline,
@@ -503,6 +516,16 @@ pub(crate) fn park_until(deadline: Instant) -> Sleep {
 
 /// Future returned by `time::sleep_async` and [`sleep_until`]. Dropping it stops the
 /// timer.
+///
+/// ```
+/// use std::time::Duration;
+/// gosched::testing::run_virtual(|| {
+///     let start = gosched::time::now();
+///     let sleep = gosched::time::sleep_async(Duration::from_secs(2));
+///     gosched::block_on(sleep); // in a goroutine: parks it
+///     assert_eq!(gosched::time::since(start), Duration::from_secs(2));
+/// });
+/// ```
 #[must_use = "futures do nothing unless polled"]
 #[derive(Debug)]
 pub struct Sleep {
@@ -514,6 +537,12 @@ pub struct Sleep {
 
 impl Sleep {
     /// When this sleep completes.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// let at = Instant::now() + Duration::from_secs(1);
+    /// assert_eq!(gosched::time::sleep_until(at).deadline(), at);
+    /// ```
     pub fn deadline(&self) -> Instant {
         self.deadline
     }
