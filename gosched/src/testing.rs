@@ -42,7 +42,10 @@
 //! blocking work through `syscall` instead. A runtime in which everything
 //! stays blocked with no timer pending for a second of real time is
 //! reported: `run_virtual` panics with the goroutine dump, so the test
-//! fails instead of hanging.
+//! fails instead of hanging. A pending timer always moves the clock, so
+//! goroutines blocked for good beside a periodic timer (a `tick`, a pool's
+//! expiry purge) make the clock run on through virtual years instead (as
+//! in Go's `synctest`): release the pool, stop the ticker.
 //!
 //! Goroutines run on one P unless the test asks for more
 //! (`#[gosched::test(virtual_time, procs = 4)]`, or a runtime built with

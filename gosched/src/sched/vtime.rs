@@ -21,31 +21,44 @@
 //!
 //! The runtime is *quiescent* when no P is held (every P idle: nothing
 //! runs, spins or waits for a P), the global queue is empty, no M has
-//! homed goroutines in its inbox, and no call is in flight in a syscall
-//! (in place on an M: `SyscallGuard`; or on the blocking pool). Then every
-//! goroutine and task is parked, and only a timer, a socket or a thread
-//! outside the runtime can wake one. The timer sleeper (the one M that
-//! waits for the earliest timer, `machine.rs`) decides:
+//! homed goroutines in its inbox, the blocking pool has no call, and the
+//! busy count (`VirtualClock::busy`) is 0. That count covers what holds no
+//! P: an in-place syscall (`BusyGuard::syscall`, from before the call
+//! until the goroutine has a P again; released by the M instead if the
+//! goroutine parks inside the call, `SyscallToken`), a plain thread
+//! polling a `block_on` future (`BusyGuard::poll`), and a plain thread
+//! woken and not yet polling (`WakeCount`). sysmon never takes a P from a
+//! running poll in a virtual runtime (it still asks it to yield), so a
+//! goroutine that never yields holds its P. Then every goroutine and task
+//! is parked, and only a timer, a socket or a thread outside the runtime
+//! can wake one. The timer sleeper (the one M that waits for the earliest
+//! timer, `machine.rs`; a virtual runtime starts an M at build so that
+//! there is one) decides:
 //!
 //! 1. not quiescent: wait for real, until the last P goes idle
-//!    (`pidleput` wakes the sleeper of a virtual runtime then) or
-//!    `RECHECK` passes (a syscall or pool call ending readies no one
-//!    itself);
+//!    (`pidleput` wakes the sleeper of a virtual runtime then, and so does
+//!    the busy count dropping) or `RECHECK` passes (a pool call ending
+//!    readies no one itself);
 //! 2. quiescent, and the kernel already has socket events: take them
 //!    (a non-blocking poll), no time passes;
 //! 3. quiescent with a timer pending: set the clock to the earliest
 //!    deadline (it never goes back) and run the due timers;
 //! 4. quiescent, no timer: nothing in the runtime can make progress.
 //!    Wait for real for a socket or a plain thread; if `STALL_AFTER`
-//!    passes with nothing, *report the stall*: one message with the
-//!    goroutine dump, on stderr and to whoever watches
-//!    (`testing::run_virtual` panics with it, so the test fails instead
-//!    of hanging).
+//!    passes with no poll run anywhere (`Shared::virtual_polls`: wakes
+//!    that ran and parked between two looks are progress), *report the
+//!    stall*: one message with the goroutine dump, on stderr and to
+//!    whoever watches (`testing::run_virtual` panics with it, so the test
+//!    fails instead of hanging).
 //!
-//! A stale decision is harmless: the sleeper checks under no lock, but a
-//! P taken between its check and its jump means a goroutine runs while
-//! the clock has already moved to the next deadline — exactly what would
-//! have happened had it gone idle a moment later. What virtual time cannot
+//! The sleeper reads these conditions one by one, with no lock; work
+//! moves between "a P held" and "counted busy" hand over hand, so it reads
+//! the busy count before and after the rest (`virtually_quiescent`). A
+//! wake from outside the runtime between the check and the jump (a plain
+//! thread, a socket) makes a goroutine run with the clock already at the
+//! next deadline: what would have happened had it come a moment later.
+//!
+//! What virtual time cannot
 //! see is a plain thread about to wake a goroutine (a channel shared with
 //! `std::thread`): to the runtime that goroutine is parked, so a pending
 //! timeout fires at once. Blocking work belongs in `syscall`, which keeps
