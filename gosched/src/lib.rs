@@ -165,15 +165,33 @@ pub use coro::{syscall, syscall_async, syscall_local, SyscallFuture};
 #[cfg(not(loom))]
 pub use gosched_macros::main;
 /// A test in a fresh runtime: `#[gosched::test]` (with the options of
-/// [`macro@main`]). A plain `fn` runs as a goroutine, an `async fn` as a
-/// future on the runtime; a panic fails the test as usual, and the runtime
-/// is shut down when the test ends.
+/// [`macro@main`], and `virtual_time`). A plain `fn` runs as a goroutine, an
+/// `async fn` as a future on the runtime; a panic fails the test as usual,
+/// and the runtime is shut down when the test ends. With `virtual_time` the
+/// runtime's clock moves only when everything in it is parked, straight to
+/// the next timer ([`testing`]): the test below takes microseconds, and a
+/// test stuck with no timer pending fails with the goroutine dump.
 ///
 /// ```
+/// use std::time::Duration;
+///
+/// #[gosched::test(virtual_time)]
+/// fn a_slow_reply_times_out() {
+///     let reply = gosched::chan::<u32>(0);
+///     let r = reply.clone();
+///     gosched::go(move || {
+///         gosched::time::sleep(Duration::from_secs(3600));
+///         let _ = r.send(1);
+///     });
+///     assert!(reply.recv_timeout(Duration::from_secs(30)).is_err());
+/// }
+///
 /// #[gosched::test(procs = 1)]
 /// async fn sleeps() {
-///     gosched::time::sleep_async(std::time::Duration::from_millis(1)).await;
+///     gosched::time::sleep_async(Duration::from_millis(1)).await;
 /// }
+/// # // (rustdoc compiles these here; `cargo test` runs them in your crate:
+/// # // gosched's own are in tests/macros.rs and tests/virtual_time.rs.)
 /// ```
 #[cfg(not(loom))]
 pub use gosched_macros::test;

@@ -984,7 +984,19 @@ impl<T> Inner<T> {
 
 // ---- single-operation futures --------------------------------------------------------
 
-/// Future of [`Chan::send_async`](super::Chan::send_async).
+/// Future of [`Chan::send_async`](super::Chan::send_async): completes once
+/// the value is in the channel or with a receiver (`Err` with the value back
+/// if the channel is closed). Dropping it before then takes the value back
+/// out: nothing is sent twice or lost.
+///
+/// ```
+/// use gosched::chan::SendFut;
+/// let rt = gosched::Runtime::new().unwrap();
+/// let ch = gosched::chan::<u8>(1);
+/// let fut: SendFut<'_, u8> = ch.send_async(5);
+/// rt.block_on(fut).unwrap();
+/// assert_eq!(ch.try_recv(), Ok(5));
+/// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct SendFut<'a, T> {
     pub(super) inner: &'a Inner<T>,
@@ -1136,7 +1148,20 @@ impl<T> Drop for SendFut<'_, T> {
     }
 }
 
-/// Future of [`Chan::recv_async`](super::Chan::recv_async).
+/// Future of [`Chan::recv_async`](super::Chan::recv_async): a value, or
+/// `None` once the channel is closed and drained. Dropping it after a value
+/// was handed to it puts the value back into the channel.
+///
+/// ```
+/// use gosched::chan::RecvFut;
+/// let rt = gosched::Runtime::new().unwrap();
+/// let ch = gosched::chan::<&str>(1);
+/// ch.try_send("hi").unwrap();
+/// let fut: RecvFut<'_, &str> = ch.recv_async();
+/// assert_eq!(rt.block_on(fut), Some("hi"));
+/// ch.close().unwrap();
+/// assert_eq!(rt.block_on(ch.recv_async()), None);
+/// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct RecvFut<'a, T> {
     pub(super) inner: &'a Inner<T>,

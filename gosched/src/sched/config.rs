@@ -4,7 +4,13 @@
 #[cfg(not(loom))]
 use crate::stack::DEFAULT_STACK_SIZE;
 
-/// Go's default thread limit.
+/// Go's default thread limit: the most OS threads (Ms) a runtime starts
+/// unless [`Builder::max_threads`](crate::Builder::max_threads) says
+/// otherwise.
+///
+/// ```
+/// assert_eq!(gosched::runtime::DEFAULT_MAX_THREADS, 10_000);
+/// ```
 pub const DEFAULT_MAX_THREADS: usize = 10_000;
 
 pub(crate) struct Config {
@@ -41,7 +47,13 @@ pub(crate) struct Config {
 }
 
 /// How long an idle M waits for work before its thread exits (tokio's
-/// blocking pool keeps threads 10 s too).
+/// blocking pool keeps threads 10 s too); see
+/// [`Builder::thread_keep_alive`](crate::Builder::thread_keep_alive).
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(gosched::runtime::DEFAULT_THREAD_KEEP_ALIVE, Duration::from_secs(10));
+/// ```
 pub const DEFAULT_THREAD_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Config {

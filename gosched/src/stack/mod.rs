@@ -206,11 +206,15 @@ pub(crate) const MADV_GUARD_INSTALL: libc::c_int = 102;
 const SLAB_MAP_FLAGS: libc::c_int =
     libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK;
 
-/// Smallest usable stack; smaller requests are rounded up to it.
 /// Default goroutine stack size: 256 KiB of reserved address space; only touched
 /// pages cost memory (see `coro`'s module docs, "Stack size").
+///
+/// ```
+/// assert_eq!(gosched::coro::DEFAULT_STACK_SIZE, 256 * 1024);
+/// ```
 pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
 
+/// Smallest usable stack; smaller requests are rounded up to it.
 pub(crate) const MIN_STACK_SIZE: usize = 16 * 1024;
 /// Largest usable stack (Go's limit on 64-bit systems is 1 GB as well).
 pub(crate) const MAX_STACK_SIZE: usize = 1 << 30;
@@ -340,7 +344,20 @@ pub(crate) fn round_size(size: usize) -> Result<usize, StackError> {
     Ok((size.max(MIN_STACK_SIZE) + page - 1) & !(page - 1))
 }
 
-/// Why a stack could not be allocated.
+/// Why a stack could not be allocated (inside
+/// [`SpawnError::Stack`](crate::SpawnError::Stack)); its message names the
+/// limit and how to raise it.
+///
+/// ```
+/// use gosched::coro::{Go, StackError};
+/// use gosched::SpawnError;
+/// // 2 GiB is above the largest stack a goroutine may ask for.
+/// let err = Go::new().stack_size(2 << 30).try_spawn(|| ()).unwrap_err();
+/// let SpawnError::Stack(StackError::TooLarge { requested, max }) = err else {
+///     panic!("expected TooLarge, got {err}");
+/// };
+/// assert!(requested > max);
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum StackError {

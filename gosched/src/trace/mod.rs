@@ -201,7 +201,18 @@ pub(crate) fn new_runtime(name: &str) -> u32 {
 /// flight recorder drops its oldest chunks past it.
 pub(crate) const LIMIT_BYTES: usize = 512 << 20;
 
-/// What a written trace holds.
+/// What a written trace holds (returned by `runtime::trace_stop` and
+/// `runtime::trace_snapshot`).
+///
+/// ```
+/// let path = std::env::temp_dir().join(format!("gosched-summary-{}.json", std::process::id()));
+/// gosched::runtime::trace_start(&path).unwrap();
+/// gosched::go(|| ()).join().unwrap();
+/// let s: gosched::runtime::TraceSummary = gosched::runtime::trace_stop().unwrap();
+/// assert_eq!(s.path.as_deref(), Some(path.as_path()));
+/// assert!(s.events > 0 && !s.truncated);
+/// std::fs::remove_file(&path).unwrap();
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct TraceSummary {
     /// Where it was written (`None`: a flight recorder stopped without a file).

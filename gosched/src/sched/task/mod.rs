@@ -69,7 +69,18 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
     fn completed(&self, header: &Header);
 }
 
-/// Identifies a goroutine or task within its runtime (Go's goid).
+/// Identifies a goroutine or task within its runtime (Go's goid): what
+/// [`JoinHandle::id`](crate::JoinHandle::id) returns and the goroutine dump
+/// prints. Ids are unique among one runtime's tasks, not across runtimes.
+///
+/// ```
+/// let a = gosched::go(|| ());
+/// let b = gosched::go(|| ());
+/// let (ia, ib): (gosched::TaskId, gosched::TaskId) = (a.id(), b.id());
+/// assert_ne!(ia, ib);
+/// a.join().unwrap();
+/// b.join().unwrap();
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TaskId(pub(crate) u64);
 
