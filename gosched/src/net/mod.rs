@@ -8,6 +8,32 @@
 //! On a plain thread they block the thread (the runtime's netpoller still
 //! delivers the readiness).
 //!
+//! ```
+//! use gosched::net::{TcpListener, TcpStream};
+//!
+//! let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+//! let addr = listener.local_addr().unwrap();
+//! // A goroutine, blocking style: echo five bytes.
+//! let server = gosched::go(move || {
+//!     use std::io::{Read, Write};
+//!     let (mut conn, _) = listener.accept().unwrap();
+//!     let mut buf = [0; 5];
+//!     conn.read_exact(&mut buf).unwrap();
+//!     conn.write_all(&buf).unwrap();
+//! });
+//! // Async code (here on a runtime of its own) awaits the same types.
+//! let echoed = gosched::Runtime::new().unwrap().block_on(async move {
+//!     use futures::io::{AsyncReadExt, AsyncWriteExt};
+//!     let mut conn = TcpStream::connect_async(addr).await.unwrap();
+//!     conn.write_all(b"hello").await.unwrap();
+//!     let mut buf = [0; 5];
+//!     conn.read_exact(&mut buf).await.unwrap();
+//!     buf
+//! });
+//! assert_eq!(&echoed, b"hello");
+//! server.join().unwrap();
+//! ```
+//!
 //! Every operation tries the non-blocking syscall first, and waits only after
 //! `WouldBlock` (`netpoll/desc.rs` has the handshake that keeps a readiness
 //! event from being lost in between). A socket belongs to the runtime that was
@@ -44,16 +70,63 @@ macro_rules! deadline_methods {
     () => {
         /// Go's `SetReadDeadline`: reads after `at` (and one parked now, when
         /// `at` passes) fail with `ErrorKind::TimedOut`; `None` clears it.
+        ///
+        /// Compute the instant from [`time::now`](crate::time::now), so that it
+        /// follows a [virtual clock](crate::testing::run_virtual) too. (The examples
+        /// of these methods use a [`UnixStream`](crate::net::UnixStream); every socket
+        /// type of this module has them.)
+        ///
+        /// ```
+        /// use std::io::{ErrorKind, Read};
+        /// use std::time::Duration;
+        ///
+        /// gosched::testing::run_virtual(|| {
+        ///     let (mut a, _b) = gosched::net::UnixStream::pair().unwrap(); // _b never writes
+        ///     let start = gosched::time::now();
+        ///     a.set_read_deadline(Some(start + Duration::from_secs(5)));
+        ///     let err = a.read(&mut [0; 8]).unwrap_err(); // parks until the deadline
+        ///     assert_eq!(err.kind(), ErrorKind::TimedOut);
+        ///     assert_eq!(gosched::time::since(start), Duration::from_secs(5));
+        /// });
+        /// ```
         pub fn set_read_deadline(&self, at: Option<std::time::Instant>) {
             self.s.set_deadline(super::Dir::Read, at);
         }
 
         /// Go's `SetWriteDeadline` (as `set_read_deadline`, for writes).
+        ///
+        /// ```
+        /// use std::io::{ErrorKind, Write};
+        /// use std::time::Duration;
+        ///
+        /// gosched::testing::run_virtual(|| {
+        ///     let (mut a, _b) = gosched::net::UnixStream::pair().unwrap(); // _b never reads
+        ///     a.set_write_deadline(Some(gosched::time::now() + Duration::from_secs(1)));
+        ///     let chunk = [0u8; 64 * 1024];
+        ///     let err = loop {
+        ///         if let Err(e) = a.write(&chunk) {
+        ///             break e; // the buffer filled up, then the deadline passed
+        ///         }
+        ///     };
+        ///     assert_eq!(err.kind(), ErrorKind::TimedOut);
+        /// });
+        /// ```
         pub fn set_write_deadline(&self, at: Option<std::time::Instant>) {
             self.s.set_deadline(super::Dir::Write, at);
         }
 
         /// Go's `SetDeadline`: both.
+        ///
+        /// ```
+        /// use std::io::{ErrorKind, Read, Write};
+        ///
+        /// let (mut a, _b) = gosched::net::UnixStream::pair().unwrap();
+        /// a.set_deadline(Some(gosched::time::now())); // passed already
+        /// assert_eq!(a.read(&mut [0; 1]).unwrap_err().kind(), ErrorKind::TimedOut);
+        /// assert_eq!(a.write(b"x").unwrap_err().kind(), ErrorKind::TimedOut);
+        /// a.set_deadline(None);
+        /// assert_eq!(a.write(b"x").unwrap(), 1);
+        /// ```
         pub fn set_deadline(&self, at: Option<std::time::Instant>) {
             self.set_read_deadline(at);
             self.set_write_deadline(at);
@@ -64,6 +137,23 @@ macro_rules! deadline_methods {
         ///
         /// # Errors
         /// `InvalidInput` for a zero duration (as std).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::io::{ErrorKind, Read};
+        /// use std::time::Duration;
+        ///
+        /// gosched::testing::run_virtual(|| {
+        ///     let (mut a, _b) = gosched::net::UnixStream::pair().unwrap();
+        ///     a.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        ///     let start = gosched::time::now();
+        ///     assert_eq!(a.read(&mut [0; 8]).unwrap_err().kind(), ErrorKind::TimedOut);
+        ///     assert_eq!(gosched::time::since(start), Duration::from_secs(2));
+        ///     let zero = a.set_read_timeout(Some(Duration::ZERO)).unwrap_err();
+        ///     assert_eq!(zero.kind(), ErrorKind::InvalidInput);
+        /// });
+        /// ```
         pub fn set_read_timeout(&self, t: Option<std::time::Duration>) -> std::io::Result<()> {
             self.s.set_timeout(super::Dir::Read, t)
         }
@@ -72,6 +162,19 @@ macro_rules! deadline_methods {
         ///
         /// # Errors
         /// `InvalidInput` for a zero duration (as std).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::io::ErrorKind;
+        /// use std::time::Duration;
+        ///
+        /// let (a, _b) = gosched::net::UnixStream::pair().unwrap();
+        /// a.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+        /// assert_eq!(a.write_timeout().unwrap(), Some(Duration::from_secs(5)));
+        /// let zero = a.set_write_timeout(Some(Duration::ZERO)).unwrap_err();
+        /// assert_eq!(zero.kind(), ErrorKind::InvalidInput);
+        /// ```
         pub fn set_write_timeout(&self, t: Option<std::time::Duration>) -> std::io::Result<()> {
             self.s.set_timeout(super::Dir::Write, t)
         }
@@ -80,6 +183,17 @@ macro_rules! deadline_methods {
         ///
         /// # Errors
         /// Never (std's signature).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::time::Duration;
+        ///
+        /// let (a, _b) = gosched::net::UnixStream::pair().unwrap();
+        /// assert_eq!(a.read_timeout().unwrap(), None);
+        /// a.set_read_timeout(Some(Duration::from_millis(250))).unwrap();
+        /// assert_eq!(a.read_timeout().unwrap(), Some(Duration::from_millis(250)));
+        /// ```
         pub fn read_timeout(&self) -> std::io::Result<Option<std::time::Duration>> {
             Ok(self.s.timeout(super::Dir::Read))
         }
@@ -88,6 +202,17 @@ macro_rules! deadline_methods {
         ///
         /// # Errors
         /// Never (std's signature).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::time::Duration;
+        ///
+        /// let (a, _b) = gosched::net::UnixStream::pair().unwrap();
+        /// assert_eq!(a.write_timeout().unwrap(), None);
+        /// a.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
+        /// assert_eq!(a.write_timeout().unwrap(), Some(Duration::from_secs(1)));
+        /// ```
         pub fn write_timeout(&self) -> std::io::Result<Option<std::time::Duration>> {
             Ok(self.s.timeout(super::Dir::Write))
         }
@@ -295,6 +420,19 @@ macro_rules! std_interop {
             /// # Errors
             /// If it cannot be made non-blocking, or registering it with the
             /// netpoller fails.
+            ///
+            /// `TryFrom` does the same. (The examples of these methods use a
+            /// [`UdpSocket`](crate::net::UdpSocket); every socket type of this module has
+            /// them.)
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// let std_socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            /// let addr = std_socket.local_addr().unwrap();
+            /// let socket = gosched::net::UdpSocket::from_std(std_socket).unwrap();
+            /// assert_eq!(socket.local_addr().unwrap(), addr);
+            /// ```
             pub fn from_std(s: $std) -> std::io::Result<$t> {
                 s.set_nonblocking(true)?;
                 Ok($t {
@@ -311,6 +449,20 @@ macro_rules! std_interop {
             /// # Errors
             /// Never today (the signature leaves room for platforms that
             /// must re-create the socket).
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use std::io::ErrorKind;
+            ///
+            /// let socket = gosched::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            /// let addr = socket.local_addr().unwrap();
+            /// let std_socket = socket.into_std().unwrap();
+            /// assert_eq!(std_socket.local_addr().unwrap(), addr);
+            /// let err = std_socket.recv(&mut [0; 8]).unwrap_err();
+            /// assert_eq!(err.kind(), ErrorKind::WouldBlock); // still non-blocking
+            /// std_socket.set_nonblocking(false).unwrap(); // no clone is left
+            /// ```
             pub fn into_std(self) -> std::io::Result<$std> {
                 let fd: std::os::fd::OwnedFd = self.s.into_io().into();
                 Ok(<$std>::from(fd))
@@ -321,6 +473,18 @@ macro_rules! std_interop {
             ///
             /// # Errors
             /// The OS's (`EMFILE`), or registering it fails.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use std::time::Duration;
+            ///
+            /// let a = gosched::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            /// let b = a.try_clone().unwrap();
+            /// assert_eq!(a.local_addr().unwrap(), b.local_addr().unwrap()); // one socket
+            /// b.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+            /// assert_eq!(a.read_timeout().unwrap(), None); // its own timeouts
+            /// ```
             pub fn try_clone(&self) -> std::io::Result<$t> {
                 let fd = std::os::fd::AsFd::as_fd(&self.s.io).try_clone_to_owned()?;
                 let s = <$std>::from(fd);

@@ -48,6 +48,15 @@ impl TcpListener {
     ///
     /// # Errors
     /// As std's `TcpListener::bind`; or the netpoller cannot be created.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let l = gosched::net::TcpListener::bind("127.0.0.1:0").unwrap(); // port 0: any free one
+    /// let addr = l.local_addr().unwrap();
+    /// assert!(addr.ip().is_loopback());
+    /// assert_ne!(addr.port(), 0);
+    /// ```
     pub fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
         let std = std::net::TcpListener::bind(&super::resolve(addr)?[..])?;
         super::raise_backlog(&std);
@@ -60,6 +69,20 @@ impl TcpListener {
     /// # Errors
     /// The OS's: e.g. `EMFILE` when the process is out of file descriptors
     /// (returned, never retried in a loop here: back off and try again).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use gosched::net::{TcpListener, TcpStream};
+    ///
+    /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let addr = l.local_addr().unwrap();
+    /// let client = gosched::go(move || TcpStream::connect(addr).unwrap());
+    /// let (conn, peer) = l.accept().unwrap();
+    /// let client = client.join().unwrap();
+    /// assert_eq!(peer, client.local_addr().unwrap());
+    /// assert_eq!(conn.peer_addr().unwrap(), peer);
+    /// ```
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
         let (io, addr) = self.s.blocking(Dir::Read, |l| l.accept())?;
         Ok((TcpStream::from_mio(io)?, addr))
@@ -69,6 +92,21 @@ impl TcpListener {
     ///
     /// # Errors
     /// As `accept`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use gosched::net::{TcpListener, TcpStream};
+    ///
+    /// gosched::Runtime::new().unwrap().block_on(async {
+    ///     let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    ///     let addr = l.local_addr().unwrap();
+    ///     let client = gosched::spawn(async move { TcpStream::connect_async(addr).await });
+    ///     let (_conn, peer) = l.accept_async().await.unwrap();
+    ///     let client = client.await.unwrap().unwrap();
+    ///     assert_eq!(peer, client.local_addr().unwrap());
+    /// });
+    /// ```
     pub async fn accept_async(&self) -> io::Result<(TcpStream, SocketAddr)> {
         let (io, addr) =
             std::future::poll_fn(|cx| self.s.poll_io(Dir::Read, cx, mio::net::TcpListener::accept))
@@ -78,11 +116,36 @@ impl TcpListener {
 
     /// Go's `TCPListener.SetDeadline`: `accept` after `at` (and one parked
     /// now, when `at` passes) fails with `ErrorKind::TimedOut`.
+    ///
+    /// ```
+    /// use std::io::ErrorKind;
+    /// use std::time::Duration;
+    ///
+    /// gosched::testing::run_virtual(|| {
+    ///     let l = gosched::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    ///     l.set_deadline(Some(gosched::time::now() + Duration::from_secs(3)));
+    ///     let err = l.accept().unwrap_err(); // nobody connects
+    ///     assert_eq!(err.kind(), ErrorKind::TimedOut);
+    /// });
+    /// ```
     pub fn set_deadline(&self, at: Option<Instant>) {
         self.s.set_deadline(Dir::Read, at);
     }
 
     /// The connections, one `accept` per item (never ends).
+    ///
+    /// ```
+    /// use gosched::net::{TcpListener, TcpStream};
+    ///
+    /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let addr = l.local_addr().unwrap();
+    /// let clients = gosched::go(move || {
+    ///     (0..3).map(|_| TcpStream::connect(addr).unwrap()).collect::<Vec<_>>()
+    /// });
+    /// let accepted = l.incoming().take(3).filter(|conn| conn.is_ok()).count();
+    /// assert_eq!(accepted, 3);
+    /// assert_eq!(clients.join().unwrap().len(), 3);
+    /// ```
     pub fn incoming(&self) -> Incoming<'_> {
         Incoming { listener: self }
     }
@@ -91,6 +154,15 @@ impl TcpListener {
     ///
     /// # Errors
     /// The OS's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let l = gosched::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let addr = l.local_addr().unwrap();
+    /// let conn = gosched::net::TcpStream::connect(addr).unwrap();
+    /// assert_eq!(conn.peer_addr().unwrap(), addr);
+    /// ```
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.s.io.local_addr()
     }
@@ -99,6 +171,14 @@ impl TcpListener {
     ///
     /// # Errors
     /// The OS's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let l = gosched::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    /// l.set_ttl(100).unwrap();
+    /// assert_eq!(l.ttl().unwrap(), 100);
+    /// ```
     pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
         self.s.io.set_ttl(ttl)
     }
@@ -107,12 +187,36 @@ impl TcpListener {
     ///
     /// # Errors
     /// The OS's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let l = gosched::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    /// l.set_ttl(64).unwrap();
+    /// assert_eq!(l.ttl().unwrap(), 64);
+    /// ```
     pub fn ttl(&self) -> io::Result<u32> {
         self.s.io.ttl()
     }
 }
 
 /// The connections of a listener ([`TcpListener::incoming`]).
+///
+/// ```
+/// use std::io::{Read, Write};
+///
+/// let l = gosched::net::TcpListener::bind("127.0.0.1:0").unwrap();
+/// let addr = l.local_addr().unwrap();
+/// let client = gosched::go(move || {
+///     gosched::net::TcpStream::connect(addr).unwrap().write_all(b"hi").unwrap();
+/// });
+/// for conn in l.incoming().take(1) {
+///     let mut msg = String::new();
+///     conn.unwrap().read_to_string(&mut msg).unwrap();
+///     assert_eq!(msg, "hi");
+/// }
+/// client.join().unwrap();
+/// ```
 #[derive(Debug)]
 pub struct Incoming<'a> {
     listener: &'a TcpListener,
@@ -128,6 +232,28 @@ impl Iterator for Incoming<'_> {
 /// A TCP connection. `read`/`write` park the calling goroutine until the socket
 /// is ready; `&TcpStream` reads and writes too, so one goroutine may read
 /// while another writes (share it in an `Arc`).
+///
+/// ```
+/// use gosched::net::{TcpListener, TcpStream};
+/// use std::io::{Read, Write};
+/// use std::sync::Arc;
+///
+/// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+/// let conn = Arc::new(TcpStream::connect(l.local_addr().unwrap()).unwrap());
+/// let (mut server, _) = l.accept().unwrap();
+/// let c = Arc::clone(&conn);
+/// let reader = gosched::go(move || {
+///     let mut buf = [0; 4];
+///     (&*c).read_exact(&mut buf).unwrap(); // reads while the other side writes
+///     buf
+/// });
+/// (&*conn).write_all(b"ping").unwrap();
+/// server.write_all(b"pong").unwrap();
+/// assert_eq!(&reader.join().unwrap(), b"pong");
+/// let mut buf = [0; 4];
+/// server.read_exact(&mut buf).unwrap();
+/// assert_eq!(&buf, b"ping");
+/// ```
 pub struct TcpStream {
     s: Socket<mio::net::TcpStream>,
 }
@@ -156,6 +282,20 @@ impl TcpStream {
     /// # Errors
     /// The last address's error (`ConnectionRefused`, …), or `InvalidInput`
     /// if `addr` resolves to nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    ///
+    /// let l = gosched::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let mut c = gosched::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// let (mut s, _) = l.accept().unwrap();
+    /// c.write_all(b"hi").unwrap();
+    /// let mut buf = [0; 2];
+    /// s.read_exact(&mut buf).unwrap();
+    /// assert_eq!(&buf, b"hi");
+    /// ```
     pub fn connect(addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
         each_addr(addr, |a| TcpStream::connect_one(a, None))
     }
@@ -165,6 +305,17 @@ impl TcpStream {
     ///
     /// # Errors
     /// As `connect`, or `TimedOut`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let l = gosched::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let addr = l.local_addr().unwrap();
+    /// let c = gosched::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+    /// assert_eq!(c.peer_addr().unwrap(), addr);
+    /// ```
     pub fn connect_timeout(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
         TcpStream::connect_one(*addr, Some(crate::time::now() + timeout))
     }
@@ -191,6 +342,19 @@ impl TcpStream {
     ///
     /// # Errors
     /// As `connect` (for one address).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use gosched::net::{TcpListener, TcpStream};
+    ///
+    /// gosched::Runtime::new().unwrap().block_on(async {
+    ///     let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    ///     let addr = l.local_addr().unwrap();
+    ///     let c = TcpStream::connect_async(addr).await.unwrap();
+    ///     assert_eq!(c.peer_addr().unwrap(), addr);
+    /// });
+    /// ```
     pub async fn connect_async(addr: SocketAddr) -> io::Result<TcpStream> {
         let stream = TcpStream::from_mio(mio::net::TcpStream::connect(addr)?)?;
         let dir = &stream.s.reg.desc.write;
@@ -214,6 +378,16 @@ impl TcpStream {
     ///
     /// # Errors
     /// The OS's (`NotConnected`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let l = gosched::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let c = gosched::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// let (s, _) = l.accept().unwrap();
+    /// assert_eq!(c.peer_addr().unwrap(), s.local_addr().unwrap());
+    /// assert_eq!(s.peer_addr().unwrap(), c.local_addr().unwrap());
+    /// ```
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.s.io.peer_addr()
     }
@@ -222,6 +396,15 @@ impl TcpStream {
     ///
     /// # Errors
     /// The OS's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let l = gosched::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let c = gosched::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// let (_s, peer) = l.accept().unwrap();
+    /// assert_eq!(c.local_addr().unwrap(), peer);
+    /// ```
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.s.io.local_addr()
     }
@@ -231,6 +414,20 @@ impl TcpStream {
     ///
     /// # Errors
     /// The OS's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::Read;
+    /// use std::net::Shutdown;
+    ///
+    /// let l = gosched::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let c = gosched::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// let (mut s, _) = l.accept().unwrap();
+    /// c.shutdown(Shutdown::Write).unwrap();
+    /// let mut rest = Vec::new();
+    /// assert_eq!(s.read_to_end(&mut rest).unwrap(), 0); // end of file
+    /// ```
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         self.s.io.shutdown(how)
     }
@@ -239,6 +436,15 @@ impl TcpStream {
     ///
     /// # Errors
     /// The OS's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let l = gosched::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let c = gosched::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// c.set_nodelay(true).unwrap();
+    /// assert!(c.nodelay().unwrap());
+    /// ```
     pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
         self.s.io.set_nodelay(on)
     }
@@ -247,6 +453,15 @@ impl TcpStream {
     ///
     /// # Errors
     /// The OS's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let l = gosched::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let c = gosched::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// c.set_nodelay(false).unwrap();
+    /// assert!(!c.nodelay().unwrap());
+    /// ```
     pub fn nodelay(&self) -> io::Result<bool> {
         self.s.io.nodelay()
     }
@@ -258,6 +473,19 @@ impl TcpStream {
     ///
     /// # Errors
     /// The OS's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let l = gosched::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let c = gosched::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// c.set_keepalive(Some(Duration::from_secs(30))).unwrap();
+    /// assert!(c.keepalive().unwrap());
+    /// c.set_keepalive(None).unwrap();
+    /// assert!(!c.keepalive().unwrap());
+    /// ```
     pub fn set_keepalive(&self, period: Option<Duration>) -> io::Result<()> {
         use std::os::fd::AsFd;
         let fd = self.s.io.as_fd();
@@ -282,6 +510,18 @@ impl TcpStream {
     ///
     /// # Errors
     /// The OS's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let l = gosched::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let c = gosched::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// assert!(!c.keepalive().unwrap()); // off by default
+    /// c.set_keepalive(Some(Duration::from_secs(15))).unwrap();
+    /// assert!(c.keepalive().unwrap());
+    /// ```
     pub fn keepalive(&self) -> io::Result<bool> {
         use std::os::fd::AsRawFd;
         let mut on: libc::c_int = 0;
@@ -309,6 +549,23 @@ impl TcpStream {
     ///
     /// # Errors
     /// The OS's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    ///
+    /// let l = gosched::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let mut c = gosched::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    /// let (mut s, _) = l.accept().unwrap();
+    /// c.write_all(b"hello").unwrap();
+    /// let mut first = [0; 1];
+    /// assert_eq!(s.peek(&mut first).unwrap(), 1);
+    /// assert_eq!(&first, b"h");
+    /// let mut all = [0; 5];
+    /// s.read_exact(&mut all).unwrap(); // still there
+    /// assert_eq!(&all, b"hello");
+    /// ```
     pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
         self.s.blocking(Dir::Read, |s| s.peek(buf))
     }

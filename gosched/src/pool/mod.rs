@@ -94,12 +94,40 @@ use crate::{JoinHandle, SpawnError};
 
 pub use self::multi::{LoadBalancing, MultiPool, MultiPoolWithFunc};
 pub use self::stats::PoolStats;
-pub use self::worker_pool::{WorkerPool, WorkerPoolBuilder};
+pub use self::worker_pool::{
+    WorkerPool, WorkerPoolBuilder, DEFAULT_MAX_IDLE_WORKER_DURATION, DEFAULT_MAX_WORKERS,
+};
 
 /// ants' `DefaultCleanIntervalTime`: the default expiry of idle workers.
+///
+/// ```
+/// use gosched::pool::DEFAULT_EXPIRY;
+/// use std::time::Duration;
+///
+/// assert_eq!(DEFAULT_EXPIRY, Duration::from_secs(1));
+/// // A zero expiry asks for this default.
+/// let pool = gosched::pool::Pool::builder().expiry(Duration::ZERO).build();
+/// assert!(pool.is_ok());
+/// ```
 pub const DEFAULT_EXPIRY: Duration = Duration::from_secs(1);
 
 /// Why a pool call failed. Every ants error, plus what the extras add.
+///
+/// Errors compare by kind (`==`), and print what to do about them.
+///
+/// ```
+/// use gosched::pool::{Pool, PoolError};
+///
+/// let pool = Pool::builder().capacity(1).nonblocking(true).build().unwrap();
+/// let gate = gosched::chan::<()>(0);
+/// let g = gate.clone();
+/// pool.submit(move || { g.recv(); }).unwrap(); // the only worker is busy
+/// assert_eq!(pool.submit(|| {}), Err(PoolError::Overload));
+/// gate.close().unwrap();
+/// pool.release();
+/// assert_eq!(pool.submit(|| {}), Err(PoolError::Closed));
+/// assert!(PoolError::Closed.to_string().contains("reboot()"));
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum PoolError {
@@ -200,12 +228,56 @@ impl PartialEq for PoolError {
 
 /// Where a pool writes what it must tell someone (ants' `Logger`): a panicking
 /// task when no panic handler is set, a panicking panic handler.
+///
+/// ```
+/// use gosched::pool::{Logger, Pool};
+/// use std::sync::{Arc, Mutex};
+///
+/// #[derive(Clone, Default)]
+/// struct Collect(Arc<Mutex<Vec<String>>>);
+/// impl Logger for Collect {
+///     fn log(&self, msg: std::fmt::Arguments<'_>) {
+///         self.0.lock().unwrap().push(msg.to_string());
+///     }
+/// }
+///
+/// let logs = Collect::default();
+/// let pool = Pool::builder().logger(logs.clone()).build().unwrap();
+/// pool.submit(|| panic!("boom")).unwrap(); // no panic handler: logged
+/// pool.wait();
+/// assert!(logs.0.lock().unwrap()[0].contains("boom"));
+/// ```
 pub trait Logger: Send + Sync + 'static {
     /// One message, without a trailing newline.
+    ///
+    /// ```
+    /// use gosched::pool::Logger;
+    /// use std::sync::Mutex;
+    ///
+    /// struct Last(Mutex<String>);
+    /// impl Logger for Last {
+    ///     fn log(&self, msg: std::fmt::Arguments<'_>) {
+    ///         *self.0.lock().unwrap() = msg.to_string();
+    ///     }
+    /// }
+    /// let l = Last(Mutex::default());
+    /// l.log(format_args!("{} workers purged", 3));
+    /// assert_eq!(*l.0.lock().unwrap(), "3 workers purged");
+    /// ```
     fn log(&self, msg: fmt::Arguments<'_>);
 }
 
 /// The default [`Logger`]: standard error, prefixed `[gosched::pool]: `.
+///
+/// ```
+/// use gosched::pool::{Pool, StderrLogger};
+///
+/// // What every pool uses unless told otherwise.
+/// let pool = Pool::builder().logger(StderrLogger).build().unwrap();
+/// pool.submit(|| panic!("reported on stderr")).unwrap();
+/// pool.wait();
+/// assert_eq!(pool.stats().panicked, 1);
+/// ```
 #[derive(Debug, Default, Clone, Copy)]
 pub struct StderrLogger;
 
@@ -218,6 +290,19 @@ impl Logger for StderrLogger {
 pub(crate) type PanicHandler = Arc<dyn Fn(Box<dyn Any + Send>) + Send + Sync>;
 
 /// Pool settings (ants' options); [`Pool::builder`].
+///
+/// ```
+/// use gosched::pool::Pool;
+/// use std::time::Duration;
+///
+/// let pool = Pool::builder()
+///     .capacity(8)
+///     .expiry(Duration::from_secs(10))
+///     .max_blocking(100)
+///     .build()
+///     .unwrap();
+/// assert_eq!((pool.cap(), pool.free()), (8, 8));
+/// ```
 #[derive(Clone)]
 pub struct Builder {
     capacity: isize,
@@ -266,17 +351,48 @@ impl Default for Builder {
 
 impl Builder {
     /// Unlimited capacity and ants' defaults.
+    ///
+    /// ```
+    /// let pool = gosched::pool::Builder::new().build().unwrap();
+    /// assert_eq!(pool.cap(), -1); // unlimited
+    /// assert_eq!(pool.free(), -1);
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
     /// At most `n` workers; `n <= 0` means unlimited (the default).
+    ///
+    /// ```
+    /// use gosched::pool::Builder;
+    ///
+    /// assert_eq!(Builder::new().capacity(4).build().unwrap().cap(), 4);
+    /// assert_eq!(Builder::new().capacity(0).build().unwrap().cap(), -1); // unlimited
+    /// ```
     pub fn capacity(mut self, n: isize) -> Self {
         self.capacity = n;
         self
     }
 
     /// Stop workers idle for longer than `d`; zero means the default, 1 s.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// // Virtual time: the clock jumps to the next timer, so this runs at once.
+    /// gosched::testing::run_virtual(|| {
+    ///     let pool = gosched::pool::Pool::builder()
+    ///         .expiry(Duration::from_secs(5))
+    ///         .build()
+    ///         .unwrap();
+    ///     pool.submit(|| {}).unwrap();
+    ///     pool.wait();
+    ///     assert_eq!(pool.running(), 1); // idle, kept for the next task
+    ///     gosched::time::sleep(Duration::from_secs(12));
+    ///     assert_eq!(pool.running(), 0); // stopped by the purge
+    ///     assert_eq!(pool.stats().purged, 1);
+    /// });
+    /// ```
     pub fn expiry(mut self, d: Duration) -> Self {
         self.expiry = Some(d);
         self.expiry_invalid = false;
@@ -286,6 +402,16 @@ impl Builder {
     /// The expiry in seconds, as read from a configuration: negative (or NaN)
     /// makes `build` fail with [`PoolError::InvalidExpiry`] unless the purge is
     /// disabled (ants' rule); zero means the default.
+    ///
+    /// ```
+    /// use gosched::pool::{Pool, PoolError};
+    ///
+    /// assert!(Pool::builder().expiry_secs(2.5).build().is_ok());
+    /// let err = Pool::builder().expiry_secs(-1.0).build().unwrap_err();
+    /// assert_eq!(err, PoolError::InvalidExpiry);
+    /// // Without a purge the expiry is never used, so it is not checked.
+    /// assert!(Pool::builder().expiry_secs(-1.0).disable_purge(true).build().is_ok());
+    /// ```
     pub fn expiry_secs(mut self, secs: f64) -> Self {
         match Duration::try_from_secs_f64(secs) {
             Ok(d) => {
@@ -299,6 +425,16 @@ impl Builder {
 
     /// Allocate the idle queue for `capacity` workers up front, as a ring
     /// (FIFO reuse). Needs a capacity > 0; a preallocated pool cannot be tuned.
+    ///
+    /// ```
+    /// use gosched::pool::{Pool, PoolError};
+    ///
+    /// let pool = Pool::builder().capacity(4).prealloc(true).build().unwrap();
+    /// pool.tune(8); // ignored: a preallocated pool keeps its capacity
+    /// assert_eq!(pool.cap(), 4);
+    /// let err = Pool::builder().prealloc(true).build().unwrap_err(); // unlimited
+    /// assert_eq!(err, PoolError::InvalidPreAllocSize);
+    /// ```
     pub fn prealloc(mut self, yes: bool) -> Self {
         self.prealloc = yes;
         self
@@ -306,6 +442,18 @@ impl Builder {
 
     /// Fail with [`PoolError::Overload`] instead of waiting when every worker
     /// is busy (then `max_blocking` does not apply).
+    ///
+    /// ```
+    /// use gosched::pool::{Pool, PoolError};
+    ///
+    /// let pool = Pool::builder().capacity(1).nonblocking(true).build().unwrap();
+    /// let gate = gosched::chan::<()>(0);
+    /// let g = gate.clone();
+    /// pool.submit(move || { g.recv(); }).unwrap(); // the only worker is busy
+    /// assert_eq!(pool.submit(|| {}), Err(PoolError::Overload)); // at once
+    /// assert_eq!(pool.stats().rejected, 1);
+    /// gate.close().unwrap();
+    /// ```
     pub fn nonblocking(mut self, yes: bool) -> Self {
         self.nonblocking = yes;
         self
@@ -313,6 +461,21 @@ impl Builder {
 
     /// At most `n` submitters may wait at once; the next one gets
     /// [`PoolError::Overload`]. Zero (the default) means no limit.
+    ///
+    /// ```
+    /// use gosched::pool::{Pool, PoolError};
+    ///
+    /// let pool = Pool::builder().capacity(1).max_blocking(1).build().unwrap();
+    /// let gate = gosched::chan::<()>(0);
+    /// let g = gate.clone();
+    /// pool.submit(move || { g.recv(); }).unwrap(); // the only worker is busy
+    /// let p = pool.clone();
+    /// let waiter = gosched::go(move || p.submit(|| {})); // waits for it
+    /// while pool.waiting() == 0 { std::thread::yield_now(); }
+    /// assert_eq!(pool.submit(|| {}), Err(PoolError::Overload)); // one waits already
+    /// gate.close().unwrap();
+    /// assert_eq!(waiter.join().unwrap(), Ok(()));
+    /// ```
     pub fn max_blocking(mut self, n: usize) -> Self {
         self.max_blocking = n;
         self
@@ -320,6 +483,25 @@ impl Builder {
 
     /// Called with the payload of every panicking task (on the worker,
     /// which then goes on serving). Without one, the pool logs the panic.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// let panics = Arc::new(AtomicUsize::new(0));
+    /// let p = Arc::clone(&panics);
+    /// let pool = gosched::pool::Pool::builder()
+    ///     .panic_handler(move |payload| {
+    ///         assert_eq!(payload.downcast_ref::<&str>(), Some(&"boom"));
+    ///         p.fetch_add(1, Ordering::Relaxed);
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// pool.submit(|| panic!("boom")).unwrap();
+    /// pool.wait(); // the task counts once its handler has returned
+    /// assert_eq!(panics.load(Ordering::Relaxed), 1);
+    /// assert_eq!(pool.running(), 1, "the worker goes on");
+    /// ```
     pub fn panic_handler(
         mut self,
         f: impl Fn(Box<dyn Any + Send>) + Send + Sync + 'static,
@@ -329,18 +511,47 @@ impl Builder {
     }
 
     /// Where the pool logs (default: [`StderrLogger`]).
+    ///
+    /// Any [`Logger`]; see its example for one that collects the messages.
+    ///
+    /// ```
+    /// use gosched::pool::{Pool, StderrLogger};
+    ///
+    /// let pool = Pool::builder().logger(StderrLogger).build().unwrap();
+    /// pool.submit(|| panic!("logged, and the worker goes on")).unwrap();
+    /// pool.wait();
+    /// assert_eq!(pool.stats().panicked, 1);
+    /// ```
     pub fn logger(mut self, logger: impl Logger) -> Self {
         self.logger = Some(Arc::new(logger));
         self
     }
 
     /// Keep idle workers forever (no purge goroutine).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// gosched::testing::run_virtual(|| {
+    ///     let pool = gosched::pool::Pool::builder().disable_purge(true).build().unwrap();
+    ///     pool.submit(|| {}).unwrap();
+    ///     pool.wait();
+    ///     gosched::time::sleep(Duration::from_secs(3600)); // virtual: instant
+    ///     assert_eq!(pool.running(), 1); // still idle, never purged
+    /// });
+    /// ```
     pub fn disable_purge(mut self, yes: bool) -> Self {
         self.disable_purge = yes;
         self
     }
 
     /// Stack size of the worker goroutines (default: the runtime's).
+    ///
+    /// ```
+    /// let pool = gosched::pool::Pool::builder().stack_size(64 * 1024).build().unwrap();
+    /// let h = pool.submit_with_result(|| [1u8; 1024].iter().map(|&b| b as u32).sum::<u32>());
+    /// assert_eq!(h.unwrap().join().unwrap(), 1024);
+    /// ```
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
         self
@@ -373,6 +584,15 @@ impl Builder {
     }
 
     /// Build a [`Pool`].
+    ///
+    /// ```
+    /// use gosched::pool::{Pool, PoolError};
+    ///
+    /// let pool = Pool::builder().capacity(2).build().unwrap();
+    /// assert_eq!((pool.cap(), pool.running()), (2, 0));
+    /// let err = Pool::builder().prealloc(true).build().unwrap_err();
+    /// assert_eq!(err, PoolError::InvalidPreAllocSize);
+    /// ```
     pub fn build(self) -> Result<Pool, PoolError> {
         Ok(Pool {
             inner: Arc::new(Owner { core: self.core()? }),
@@ -380,6 +600,23 @@ impl Builder {
     }
 
     /// Build a [`PoolWithFunc`] that runs `f` on each invoked argument.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// let total = Arc::new(AtomicU64::new(0));
+    /// let t = Arc::clone(&total);
+    /// let pool = gosched::pool::Pool::builder()
+    ///     .capacity(4)
+    ///     .build_with_func(move |n: u64| { t.fetch_add(n, Ordering::Relaxed); })
+    ///     .unwrap();
+    /// for n in 1..=10 {
+    ///     pool.invoke(n).unwrap();
+    /// }
+    /// pool.wait();
+    /// assert_eq!(total.load(Ordering::Relaxed), 55);
+    /// ```
     pub fn build_with_func<A, F>(self, f: F) -> Result<PoolWithFunc<A>, PoolError>
     where
         A: Send + 'static,
@@ -391,6 +628,16 @@ impl Builder {
     /// [`build_with_func`](Self::build_with_func) with the function
     /// optional, as ants' constructor takes it: `None` fails with
     /// [`PoolError::LackPoolFunc`].
+    ///
+    /// ```
+    /// use gosched::pool::{Pool, PoolError};
+    ///
+    /// let none: Option<fn(u32)> = None;
+    /// let err = Pool::builder().build_with_optional_func(none).unwrap_err();
+    /// assert_eq!(err, PoolError::LackPoolFunc);
+    /// let pool = Pool::builder().build_with_optional_func(Some(|_: u32| {})).unwrap();
+    /// assert_eq!(pool.invoke(1), Ok(()));
+    /// ```
     pub fn build_with_optional_func<A, F>(self, f: Option<F>) -> Result<PoolWithFunc<A>, PoolError>
     where
         A: Send + 'static,
@@ -579,6 +826,25 @@ fn try_submit_inner<J: Send + 'static>(core: &Arc<Core<J>>, job: J) -> Result<()
 /// handed to a worker but not yet started is skipped (its handle, if any,
 /// resolves as cancelled). Work already running is not interrupted: it can
 /// check [`is_cancelled`](Self::is_cancelled) itself. Clones share the token.
+///
+/// ```
+/// use gosched::pool::{CancelToken, Pool, PoolError};
+///
+/// let pool = Pool::new(4).unwrap();
+/// let token = CancelToken::new();
+/// let t = token.clone();
+/// let h = pool
+///     .submit_with_result(move || {
+///         while !t.is_cancelled() {
+///             gosched::yield_now(); // a slice of long work
+///         }
+///         "stopped"
+///     })
+///     .unwrap();
+/// token.cancel();
+/// assert_eq!(h.join().unwrap(), "stopped");
+/// assert_eq!(pool.submit_with_cancel(|| {}, &token), Err(PoolError::Cancelled));
+/// ```
 #[derive(Clone, Default)]
 pub struct CancelToken {
     inner: Arc<TokenInner>,
@@ -600,11 +866,23 @@ impl fmt::Debug for CancelToken {
 
 impl CancelToken {
     /// A token that has not fired.
+    ///
+    /// ```
+    /// assert!(!gosched::pool::CancelToken::new().is_cancelled());
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Fire the token (idempotent).
+    ///
+    /// ```
+    /// let token = gosched::pool::CancelToken::new();
+    /// let clone = token.clone();
+    /// token.cancel();
+    /// token.cancel(); // idempotent
+    /// assert!(clone.is_cancelled()); // clones share the token
+    /// ```
     pub fn cancel(&self) {
         if self.inner.cancelled.swap(true, Ordering::AcqRel) {
             return;
@@ -614,11 +892,29 @@ impl CancelToken {
     }
 
     /// Whether it has fired.
+    ///
+    /// ```
+    /// let token = gosched::pool::CancelToken::default();
+    /// assert!(!token.is_cancelled());
+    /// token.cancel();
+    /// assert!(token.is_cancelled());
+    /// ```
     pub fn is_cancelled(&self) -> bool {
         self.inner.cancelled.load(Ordering::Acquire)
     }
 
     /// Completes once the token fires.
+    ///
+    /// ```
+    /// let token = gosched::pool::CancelToken::new();
+    /// let t = token.clone();
+    /// let h = gosched::spawn(async move {
+    ///     t.cancelled().await;
+    ///     "woken"
+    /// });
+    /// token.cancel();
+    /// assert_eq!(h.join().unwrap(), "woken");
+    /// ```
     pub fn cancelled(&self) -> impl Future<Output = ()> + Send + '_ {
         // `cancel` sets the flag, then takes the list's lock to notify.
         self::core::Until::new(
@@ -636,26 +932,78 @@ impl CancelToken {
 macro_rules! common_methods {
     () => {
         /// Live workers, idle or busy (ants' `Running`).
+        ///
+        /// ```
+        /// let pool = gosched::pool::Pool::new(4).unwrap();
+        /// assert_eq!(pool.running(), 0);
+        /// let gate = gosched::chan::<()>(0);
+        /// let g = gate.clone();
+        /// pool.submit(move || { g.recv(); }).unwrap();
+        /// assert_eq!(pool.running(), 1); // busy until the gate closes
+        /// gate.close().unwrap();
+        /// ```
         pub fn running(&self) -> usize {
             self.inner.core.running()
         }
 
         /// `cap() - running()`, or -1 for an unlimited pool (ants' `Free`).
+        ///
+        /// ```
+        /// use gosched::pool::Pool;
+        ///
+        /// let pool = Pool::new(4).unwrap();
+        /// let gate = gosched::chan::<()>(0);
+        /// let g = gate.clone();
+        /// pool.submit(move || { g.recv(); }).unwrap();
+        /// assert_eq!(pool.free(), 3);
+        /// gate.close().unwrap();
+        /// assert_eq!(Pool::new(0).unwrap().free(), -1); // unlimited
+        /// ```
         pub fn free(&self) -> isize {
             self.inner.core.free()
         }
 
         /// The capacity, or -1 for an unlimited pool.
+        ///
+        /// ```
+        /// use gosched::pool::Pool;
+        ///
+        /// assert_eq!(Pool::new(10).unwrap().cap(), 10);
+        /// assert_eq!(Pool::new(-1).unwrap().cap(), -1); // unlimited
+        /// ```
         pub fn cap(&self) -> isize {
             self.inner.core.cap()
         }
 
         /// Submitters blocked now (ants' `Waiting`).
+        ///
+        /// ```
+        /// let pool = gosched::pool::Pool::new(1).unwrap();
+        /// let gate = gosched::chan::<()>(0);
+        /// let g = gate.clone();
+        /// pool.submit(move || { g.recv(); }).unwrap(); // the only worker is busy
+        /// let p = pool.clone();
+        /// let submitter = gosched::go(move || p.submit(|| {}));
+        /// while pool.waiting() == 0 { std::thread::yield_now(); } // it has queued
+        /// assert_eq!(pool.waiting(), 1);
+        /// gate.close().unwrap(); // the worker is handed to it
+        /// submitter.join().unwrap().unwrap();
+        /// assert_eq!(pool.waiting(), 0);
+        /// ```
         pub fn waiting(&self) -> usize {
             self.inner.core.waiting()
         }
 
         /// Whether the pool has been released.
+        ///
+        /// ```
+        /// let pool = gosched::pool::Pool::new(4).unwrap();
+        /// assert!(!pool.is_closed());
+        /// pool.release();
+        /// assert!(pool.is_closed());
+        /// pool.reboot().unwrap();
+        /// assert!(!pool.is_closed());
+        /// ```
         pub fn is_closed(&self) -> bool {
             self.inner.core.is_closed()
         }
@@ -665,6 +1013,19 @@ macro_rules! common_methods {
         /// blocked submitters at once; shrinking is lazy: busy workers retire
         /// as they finish, and `running()` never exceeds the larger of the old
         /// and the new capacity.
+        ///
+        /// ```
+        /// use gosched::pool::Pool;
+        ///
+        /// let pool = Pool::new(2).unwrap();
+        /// pool.tune(8);
+        /// assert_eq!(pool.cap(), 8);
+        /// pool.tune(0); // ignored
+        /// assert_eq!(pool.cap(), 8);
+        /// let unlimited = Pool::new(0).unwrap();
+        /// unlimited.tune(4); // ignored
+        /// assert_eq!(unlimited.cap(), -1);
+        /// ```
         pub fn tune(&self, n: isize) {
             self.inner.core.tune(n)
         }
@@ -673,6 +1034,16 @@ macro_rules! common_methods {
         /// [`PoolError::Closed`], busy workers exit after their task, later
         /// submits fail with `Closed`. Does not wait (see
         /// [`release_timeout`](Self::release_timeout)).
+        ///
+        /// ```
+        /// use gosched::pool::{Pool, PoolError};
+        ///
+        /// let pool = Pool::new(4).unwrap();
+        /// pool.submit(|| {}).unwrap();
+        /// pool.release();
+        /// assert!(pool.is_closed());
+        /// assert_eq!(pool.submit(|| {}), Err(PoolError::Closed));
+        /// ```
         pub fn release(&self) {
             self.inner.core.release();
         }
@@ -682,6 +1053,23 @@ macro_rules! common_methods {
         /// ([`PoolError::Closed`] at once if the pool was already released).
         /// Parks the calling goroutine or thread; do not call it from one of
         /// the pool's own tasks (that worker cannot exit while it waits).
+        ///
+        /// ```
+        /// use gosched::pool::{Pool, PoolError};
+        /// use std::time::Duration;
+        ///
+        /// gosched::testing::run_virtual(|| {
+        ///     let pool = Pool::new(2).unwrap();
+        ///     pool.submit(|| gosched::time::sleep(Duration::from_secs(3))).unwrap();
+        ///     // The busy worker exits after its task, 3 s from now: 1 s is not enough.
+        ///     let r = pool.release_timeout(Duration::from_secs(1));
+        ///     assert_eq!(r, Err(PoolError::Timeout));
+        ///     pool.wait(); // the task was not interrupted
+        ///     assert_eq!(pool.running(), 0);
+        ///     let again = pool.release_timeout(Duration::from_secs(1));
+        ///     assert_eq!(again, Err(PoolError::Closed)); // released already
+        /// });
+        /// ```
         pub fn release_timeout(&self, d: Duration) -> Result<(), PoolError> {
             if !self.inner.core.release() {
                 return Err(PoolError::Closed);
@@ -693,6 +1081,16 @@ macro_rules! common_methods {
         /// Reopen a released pool (ants' `Reboot`); nothing on an open one.
         /// Call [`release_timeout`](Self::release_timeout) first if the old
         /// workers must be gone.
+        ///
+        /// ```
+        /// use gosched::pool::{Pool, PoolError};
+        ///
+        /// let pool = Pool::new(2).unwrap();
+        /// pool.release();
+        /// assert_eq!(pool.submit(|| {}), Err(PoolError::Closed));
+        /// pool.reboot().unwrap();
+        /// assert_eq!(pool.submit(|| {}), Ok(()));
+        /// ```
         pub fn reboot(&self) -> Result<(), PoolError> {
             self.inner.core.reboot()
         }
@@ -701,16 +1099,52 @@ macro_rules! common_methods {
         /// task counts once its panic handler has returned) and its worker
         /// is back. Not from one of the pool's own tasks: that task is
         /// still in flight, so it would wait for itself.
+        ///
+        /// ```
+        /// use std::sync::atomic::{AtomicUsize, Ordering};
+        /// use std::sync::Arc;
+        ///
+        /// let pool = gosched::pool::Pool::new(2).unwrap();
+        /// let done = Arc::new(AtomicUsize::new(0));
+        /// for _ in 0..10 {
+        ///     let done = Arc::clone(&done);
+        ///     pool.submit(move || { done.fetch_add(1, Ordering::Relaxed); }).unwrap();
+        /// }
+        /// pool.wait();
+        /// assert_eq!(done.load(Ordering::Relaxed), 10);
+        /// ```
         pub fn wait(&self) {
             crate::block_on(self.inner.core.idle())
         }
 
         /// [`wait`](Self::wait) for async code.
+        ///
+        /// ```
+        /// gosched::Runtime::new().unwrap().block_on(async {
+        ///     let pool = gosched::pool::Pool::new(2).unwrap();
+        ///     for _ in 0..4 {
+        ///         pool.submit_async(|| {}).await.unwrap();
+        ///     }
+        ///     pool.wait_async().await;
+        ///     assert_eq!(pool.stats().completed, 4);
+        /// });
+        /// ```
         pub fn wait_async(&self) -> impl Future<Output = ()> + Send + '_ {
             self.inner.core.idle()
         }
 
         /// Counters and wait-time percentiles.
+        ///
+        /// ```
+        /// let pool = gosched::pool::Pool::new(2).unwrap();
+        /// for _ in 0..3 {
+        ///     pool.submit(|| {}).unwrap();
+        /// }
+        /// pool.submit(|| panic!("counted")).unwrap();
+        /// pool.wait();
+        /// let s = pool.stats();
+        /// assert_eq!((s.submitted, s.completed, s.panicked), (4, 4, 1));
+        /// ```
         pub fn stats(&self) -> PoolStats {
             let c = &self.inner.core;
             c.stats.snapshot(c.running(), c.waiting(), c.idle_workers())
@@ -720,6 +1154,15 @@ macro_rules! common_methods {
 
 /// A pool of reused goroutines running closures (ants' `Pool`). Cheap to
 /// clone (clones are the same pool); dropping the last clone releases it.
+///
+/// ```
+/// let pool = gosched::pool::Pool::new(4).unwrap();
+/// let other = pool.clone(); // the same pool
+/// let h = other.submit_with_result(|| 6 * 7).unwrap();
+/// assert_eq!(h.join().unwrap(), 42);
+/// drop(other);
+/// assert!(!pool.is_closed()); // released only with the last clone
+/// ```
 #[derive(Clone)]
 pub struct Pool {
     inner: Arc<Owner<Job>>,
@@ -739,17 +1182,38 @@ impl fmt::Debug for Pool {
 impl Pool {
     /// A pool of at most `cap` workers (`cap <= 0`: unlimited) with ants'
     /// defaults.
+    ///
+    /// ```
+    /// use gosched::pool::Pool;
+    ///
+    /// let pool = Pool::new(10).unwrap();
+    /// assert_eq!(pool.cap(), 10);
+    /// assert_eq!(Pool::new(0).unwrap().free(), -1); // unlimited
+    /// ```
     pub fn new(cap: isize) -> Result<Pool, PoolError> {
         Builder::new().capacity(cap).build()
     }
 
     /// Settings beyond the capacity.
+    ///
+    /// ```
+    /// let pool = gosched::pool::Pool::builder().capacity(4).nonblocking(true).build().unwrap();
+    /// assert_eq!(pool.cap(), 4);
+    /// ```
     pub fn builder() -> Builder {
         Builder::new()
     }
 
     /// Run `f` on a worker. Waits (parking the goroutine or thread) while the
     /// pool is full, unless it is non-blocking ([`PoolError::Overload`]).
+    ///
+    /// ```
+    /// let pool = gosched::pool::Pool::new(2).unwrap();
+    /// let ch = gosched::chan::<&str>(1);
+    /// let tx = ch.clone();
+    /// pool.submit(move || tx.send("ran on a worker").unwrap()).unwrap();
+    /// assert_eq!(ch.recv(), Some("ran on a worker"));
+    /// ```
     pub fn submit<F>(&self, f: F) -> Result<(), PoolError>
     where
         F: FnOnce() + Send + 'static,
@@ -758,6 +1222,17 @@ impl Pool {
     }
 
     /// Run `f` only if a worker is free or can be started now; never waits.
+    ///
+    /// ```
+    /// use gosched::pool::{Pool, PoolError};
+    ///
+    /// let pool = Pool::new(1).unwrap(); // a blocking pool
+    /// let gate = gosched::chan::<()>(0);
+    /// let g = gate.clone();
+    /// assert_eq!(pool.try_submit(move || { g.recv(); }), Ok(())); // starts the worker
+    /// assert_eq!(pool.try_submit(|| {}), Err(PoolError::Overload)); // does not wait
+    /// gate.close().unwrap();
+    /// ```
     pub fn try_submit<F>(&self, f: F) -> Result<(), PoolError>
     where
         F: FnOnce() + Send + 'static,
@@ -766,6 +1241,20 @@ impl Pool {
     }
 
     /// `submit`, waiting at most `d` for a worker ([`PoolError::Timeout`]).
+    ///
+    /// ```
+    /// use gosched::pool::{Pool, PoolError};
+    /// use std::time::Duration;
+    ///
+    /// gosched::testing::run_virtual(|| {
+    ///     let pool = Pool::new(1).unwrap();
+    ///     pool.submit(|| gosched::time::sleep(Duration::from_secs(10))).unwrap();
+    ///     let r = pool.submit_timeout(|| {}, Duration::from_secs(1));
+    ///     assert_eq!(r, Err(PoolError::Timeout)); // the worker is busy 9 s more
+    ///     assert_eq!(pool.stats().timed_out, 1);
+    ///     assert_eq!(pool.submit_timeout(|| {}, Duration::from_secs(60)), Ok(()));
+    /// });
+    /// ```
     pub fn submit_timeout<F>(&self, f: F, d: Duration) -> Result<(), PoolError>
     where
         F: FnOnce() + Send + 'static,
@@ -776,6 +1265,22 @@ impl Pool {
     /// `submit`, cancellable by `token`: while waiting for a worker
     /// ([`PoolError::Cancelled`]), and after, until a worker starts it (then
     /// it is skipped and counted as cancelled).
+    ///
+    /// ```
+    /// use gosched::pool::{CancelToken, Pool, PoolError};
+    ///
+    /// let pool = Pool::new(1).unwrap();
+    /// let gate = gosched::chan::<()>(0);
+    /// let g = gate.clone();
+    /// pool.submit(move || { g.recv(); }).unwrap(); // the only worker is busy
+    /// let (p, token) = (pool.clone(), CancelToken::new());
+    /// let t = token.clone();
+    /// let submitter = gosched::go(move || p.submit_with_cancel(|| unreachable!(), &t));
+    /// while pool.waiting() == 0 { std::thread::yield_now(); } // it waits for a worker
+    /// token.cancel();
+    /// assert_eq!(submitter.join().unwrap(), Err(PoolError::Cancelled));
+    /// gate.close().unwrap();
+    /// ```
     pub fn submit_with_cancel<F>(&self, f: F, token: &CancelToken) -> Result<(), PoolError>
     where
         F: FnOnce() + Send + 'static,
@@ -799,6 +1304,16 @@ impl Pool {
     /// [`JoinHandle`]: a panic in `f` reaches the handle
     /// (`JoinError::is_panic`, counted in `stats().panicked`, not passed to
     /// the panic handler).
+    ///
+    /// ```
+    /// let pool = gosched::pool::Pool::new(4).unwrap();
+    /// let h = pool.submit_with_result(|| 6 * 7).unwrap();
+    /// assert_eq!(h.join().unwrap(), 42);
+    /// let h = pool.submit_with_result(|| -> u32 { panic!("oops") }).unwrap();
+    /// assert!(h.join().unwrap_err().is_panic());
+    /// pool.wait();
+    /// assert_eq!(pool.stats().panicked, 1);
+    /// ```
     pub fn submit_with_result<F, T>(&self, f: F) -> Result<JoinHandle<T>, PoolError>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -813,6 +1328,18 @@ impl Pool {
     /// [`CancelToken`]: the handle resolves as cancelled
     /// (`JoinError::is_cancelled`) if the token fires before a worker starts
     /// the task.
+    ///
+    /// ```
+    /// use gosched::pool::{CancelToken, Pool, PoolError};
+    ///
+    /// let pool = Pool::new(4).unwrap();
+    /// let token = CancelToken::new();
+    /// let h = pool.submit_with_result_cancel(|| 42, &token).unwrap();
+    /// assert_eq!(h.join().unwrap(), 42); // the token did not fire
+    /// token.cancel();
+    /// let err = pool.submit_with_result_cancel(|| 0, &token).unwrap_err();
+    /// assert_eq!(err, PoolError::Cancelled); // fired before a worker was found
+    /// ```
     pub fn submit_with_result_cancel<F, T>(
         &self,
         f: F,
@@ -833,6 +1360,19 @@ impl Pool {
 
     /// `submit` for async code: waits for a worker without blocking the
     /// thread (back-pressure for producers that are tasks).
+    ///
+    /// ```
+    /// gosched::Runtime::new().unwrap().block_on(async {
+    ///     let pool = gosched::pool::Pool::new(2).unwrap();
+    ///     let done = gosched::chan::<u32>(10);
+    ///     for i in 0..10 {
+    ///         let d = done.clone();
+    ///         pool.submit_async(move || d.send(i).unwrap()).await.unwrap();
+    ///     }
+    ///     pool.wait_async().await;
+    ///     assert_eq!(done.len(), 10);
+    /// });
+    /// ```
     pub async fn submit_async<F>(&self, f: F) -> Result<(), PoolError>
     where
         F: FnOnce() + Send + 'static,
@@ -843,6 +1383,17 @@ impl Pool {
     /// Pool a future: a worker goroutine drives it to completion (its
     /// blocking calls and `.await`s park that worker), and its output comes
     /// back through the handle. Waits like [`submit`](Self::submit).
+    ///
+    /// ```
+    /// let pool = gosched::pool::Pool::new(2).unwrap();
+    /// let h = pool
+    ///     .submit_task(async {
+    ///         let inner = gosched::spawn(async { 20 });
+    ///         inner.await.unwrap() + 22
+    ///     })
+    ///     .unwrap();
+    /// assert_eq!(h.join().unwrap(), 42);
+    /// ```
     pub fn submit_task<Fut>(&self, fut: Fut) -> Result<JoinHandle<Fut::Output>, PoolError>
     where
         Fut: Future + Send + 'static,
@@ -852,6 +1403,14 @@ impl Pool {
     }
 
     /// [`submit_task`](Self::submit_task) for async code.
+    ///
+    /// ```
+    /// gosched::Runtime::new().unwrap().block_on(async {
+    ///     let pool = gosched::pool::Pool::new(2).unwrap();
+    ///     let h = pool.submit_task_async(async { 6 * 7 }).await.unwrap();
+    ///     assert_eq!(h.await.unwrap(), 42);
+    /// });
+    /// ```
     pub async fn submit_task_async<Fut>(
         &self,
         fut: Fut,
@@ -907,6 +1466,20 @@ where
 /// A pool whose workers all run one function on the arguments they are given
 /// (ants' `PoolWithFunc` / `PoolWithFuncGeneric`): `invoke(arg)` costs no
 /// allocation for the task.
+///
+/// ```
+/// use gosched::pool::PoolWithFunc;
+///
+/// let out = gosched::chan::<u64>(10);
+/// let o = out.clone();
+/// let pool = PoolWithFunc::new(4, move |n: u64| o.send(n * n).unwrap()).unwrap();
+/// for n in 0..10 {
+///     pool.invoke(n).unwrap();
+/// }
+/// pool.wait();
+/// let sum: u64 = (0..10).map(|_| out.recv().unwrap()).sum();
+/// assert_eq!(sum, 285);
+/// ```
 pub struct PoolWithFunc<A: Send + 'static> {
     inner: Arc<Owner<A>>,
 }
@@ -932,6 +1505,14 @@ impl<A: Send + 'static> fmt::Debug for PoolWithFunc<A> {
 
 impl<A: Send + 'static> PoolWithFunc<A> {
     /// A pool of at most `cap` workers (`cap <= 0`: unlimited) running `f`.
+    ///
+    /// ```
+    /// let pool = gosched::pool::PoolWithFunc::new(8, |s: String| assert!(!s.is_empty())).unwrap();
+    /// assert_eq!(pool.cap(), 8);
+    /// pool.invoke("hello".to_string()).unwrap();
+    /// pool.wait();
+    /// assert_eq!(pool.stats().completed, 1);
+    /// ```
     pub fn new<F>(cap: isize, f: F) -> Result<Self, PoolError>
     where
         F: Fn(A) + Send + Sync + 'static,
@@ -940,21 +1521,69 @@ impl<A: Send + 'static> PoolWithFunc<A> {
     }
 
     /// Run the pool's function on `arg`; waits like [`Pool::submit`].
+    ///
+    /// ```
+    /// use gosched::pool::PoolWithFunc;
+    ///
+    /// let out = gosched::chan::<u32>(1);
+    /// let o = out.clone();
+    /// let pool = PoolWithFunc::new(2, move |n: u32| o.send(n + 1).unwrap()).unwrap();
+    /// pool.invoke(41).unwrap();
+    /// assert_eq!(out.recv(), Some(42));
+    /// ```
     pub fn invoke(&self, arg: A) -> Result<(), PoolError> {
         submit_blocking(&self.inner.core, arg, Limits::default())
     }
 
     /// `invoke` only if a worker is free or can be started now.
+    ///
+    /// ```
+    /// use gosched::pool::{PoolError, PoolWithFunc};
+    ///
+    /// // Each call waits for the gate it is given to close.
+    /// let pool = PoolWithFunc::new(1, |gate: gosched::Chan<()>| { gate.recv(); }).unwrap();
+    /// let gate = gosched::chan(0);
+    /// assert_eq!(pool.try_invoke(gate.clone()), Ok(())); // starts the only worker
+    /// assert_eq!(pool.try_invoke(gosched::chan(0)), Err(PoolError::Overload));
+    /// gate.close().unwrap();
+    /// ```
     pub fn try_invoke(&self, arg: A) -> Result<(), PoolError> {
         try_submit_inner(&self.inner.core, arg).map_err(|(e, _)| e)
     }
 
     /// `invoke`, waiting at most `d` for a worker.
+    ///
+    /// ```
+    /// use gosched::pool::{PoolError, PoolWithFunc};
+    /// use std::time::Duration;
+    ///
+    /// gosched::testing::run_virtual(|| {
+    ///     let pool = PoolWithFunc::new(1, gosched::time::sleep).unwrap();
+    ///     pool.invoke(Duration::from_secs(10)).unwrap(); // the only worker: busy 10 s
+    ///     let r = pool.invoke_timeout(Duration::ZERO, Duration::from_secs(1));
+    ///     assert_eq!(r, Err(PoolError::Timeout));
+    /// });
+    /// ```
     pub fn invoke_timeout(&self, arg: A, d: Duration) -> Result<(), PoolError> {
         submit_blocking(&self.inner.core, arg, Limits::timeout(d))
     }
 
     /// `invoke` for async code.
+    ///
+    /// ```
+    /// use gosched::pool::PoolWithFunc;
+    ///
+    /// gosched::Runtime::new().unwrap().block_on(async {
+    ///     let out = gosched::chan::<u32>(3);
+    ///     let o = out.clone();
+    ///     let pool = PoolWithFunc::new(2, move |n: u32| o.send(n).unwrap()).unwrap();
+    ///     for n in 1..=3 {
+    ///         pool.invoke_async(n).await.unwrap();
+    ///     }
+    ///     pool.wait_async().await;
+    ///     assert_eq!(out.len(), 3);
+    /// });
+    /// ```
     pub async fn invoke_async(&self, arg: A) -> Result<(), PoolError> {
         submit_async_inner(&self.inner.core, arg, Limits::default()).await
     }

@@ -18,6 +18,18 @@ use super::core::{Core, Slot};
 use super::{acquire_blocking, plain, Builder, Job, Limits, Owner, PoolError, PoolStats};
 
 /// How a multi-pool picks the sub-pool for a task.
+///
+/// ```
+/// use gosched::pool::{LoadBalancing, MultiPool, PoolError};
+///
+/// let mp = MultiPool::new(4, 8, LoadBalancing::LeastTasks).unwrap();
+/// assert_eq!(mp.len(), 4);
+/// // ants' numbering, as read from a configuration:
+/// assert_eq!(LoadBalancing::try_from(1u8), Ok(LoadBalancing::RoundRobin));
+/// assert_eq!(LoadBalancing::try_from(2u8), Ok(LoadBalancing::LeastTasks));
+/// let err = LoadBalancing::try_from(3u8).unwrap_err();
+/// assert_eq!(err, PoolError::InvalidLoadBalancingStrategy);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LoadBalancing {
     /// Each sub-pool in turn.
@@ -217,62 +229,187 @@ impl<J: Send + 'static> Multi<J> {
 macro_rules! multi_methods {
     () => {
         /// Live workers in all sub-pools.
+        ///
+        /// ```
+        /// use gosched::pool::{LoadBalancing, MultiPool};
+        ///
+        /// let mp = MultiPool::new(2, 4, LoadBalancing::RoundRobin).unwrap();
+        /// let gate = gosched::chan::<()>(0);
+        /// for _ in 0..3 {
+        ///     let g = gate.clone();
+        ///     mp.submit(move || { g.recv(); }).unwrap();
+        /// }
+        /// assert_eq!(mp.running(), 3); // busy until the gate closes
+        /// gate.close().unwrap();
+        /// ```
         pub fn running(&self) -> usize {
             self.multi.sum(Core::running)
         }
 
         /// Free slots in all sub-pools; -1 if they are unlimited.
+        ///
+        /// ```
+        /// use gosched::pool::{LoadBalancing, MultiPool};
+        ///
+        /// let mp = MultiPool::new(2, 4, LoadBalancing::RoundRobin).unwrap();
+        /// let gate = gosched::chan::<()>(0);
+        /// let g = gate.clone();
+        /// mp.submit(move || { g.recv(); }).unwrap();
+        /// assert_eq!(mp.free(), 7);
+        /// gate.close().unwrap();
+        /// let unlimited = MultiPool::new(2, 0, LoadBalancing::RoundRobin).unwrap();
+        /// assert_eq!(unlimited.free(), -1);
+        /// ```
         pub fn free(&self) -> isize {
             self.multi.free()
         }
 
         /// Submitters blocked on all sub-pools.
+        ///
+        /// ```
+        /// use gosched::pool::{LoadBalancing, MultiPool};
+        /// use std::sync::Arc;
+        ///
+        /// let mp = Arc::new(MultiPool::new(1, 1, LoadBalancing::RoundRobin).unwrap());
+        /// let gate = gosched::chan::<()>(0);
+        /// let g = gate.clone();
+        /// mp.submit(move || { g.recv(); }).unwrap(); // the only worker is busy
+        /// let m = Arc::clone(&mp);
+        /// let submitter = gosched::go(move || m.submit(|| {}));
+        /// while mp.waiting() == 0 { std::thread::yield_now(); } // it has queued
+        /// assert_eq!(mp.waiting(), 1);
+        /// gate.close().unwrap();
+        /// submitter.join().unwrap().unwrap();
+        /// ```
         pub fn waiting(&self) -> usize {
             self.multi.sum(Core::waiting)
         }
 
         /// Total capacity; -1 if the sub-pools are unlimited.
+        ///
+        /// ```
+        /// use gosched::pool::{LoadBalancing, MultiPool};
+        ///
+        /// assert_eq!(MultiPool::new(4, 10, LoadBalancing::LeastTasks).unwrap().cap(), 40);
+        /// assert_eq!(MultiPool::new(4, 0, LoadBalancing::LeastTasks).unwrap().cap(), -1);
+        /// ```
         pub fn cap(&self) -> isize {
             self.multi.cap()
         }
 
         /// Number of sub-pools.
+        ///
+        /// ```
+        /// use gosched::pool::{LoadBalancing, MultiPool};
+        ///
+        /// let mp = MultiPool::new(3, 10, LoadBalancing::RoundRobin).unwrap();
+        /// assert_eq!(mp.len(), 3);
+        /// ```
         pub fn len(&self) -> usize {
             self.multi.pools.len()
         }
 
         /// Never true: a multi-pool has at least one sub-pool.
+        ///
+        /// ```
+        /// use gosched::pool::{LoadBalancing, MultiPool, PoolError};
+        ///
+        /// assert!(!MultiPool::new(1, 10, LoadBalancing::RoundRobin).unwrap().is_empty());
+        /// let err = MultiPool::new(0, 10, LoadBalancing::RoundRobin).unwrap_err();
+        /// assert_eq!(err, PoolError::InvalidMultiPoolSize);
+        /// ```
         pub fn is_empty(&self) -> bool {
             self.multi.pools.is_empty()
         }
 
         /// `running` of sub-pool `i`.
+        ///
+        /// ```
+        /// use gosched::pool::{LoadBalancing, MultiPool, PoolError};
+        ///
+        /// let mp = MultiPool::new(2, 4, LoadBalancing::RoundRobin).unwrap();
+        /// let gate = gosched::chan::<()>(0);
+        /// let g = gate.clone();
+        /// mp.submit(move || { g.recv(); }).unwrap(); // round-robin starts at sub-pool 0
+        /// assert_eq!(mp.running_by_index(0), Ok(1));
+        /// assert_eq!(mp.running_by_index(1), Ok(0));
+        /// assert_eq!(mp.running_by_index(2), Err(PoolError::InvalidPoolIndex));
+        /// gate.close().unwrap();
+        /// ```
         pub fn running_by_index(&self, i: usize) -> Result<usize, PoolError> {
             self.multi.index(i).map(|c| c.running())
         }
 
         /// `free` of sub-pool `i`.
+        ///
+        /// ```
+        /// use gosched::pool::{LoadBalancing, MultiPool, PoolError};
+        ///
+        /// let mp = MultiPool::new(2, 4, LoadBalancing::RoundRobin).unwrap();
+        /// let gate = gosched::chan::<()>(0);
+        /// let g = gate.clone();
+        /// mp.submit(move || { g.recv(); }).unwrap(); // round-robin starts at sub-pool 0
+        /// assert_eq!(mp.free_by_index(0), Ok(3));
+        /// assert_eq!(mp.free_by_index(1), Ok(4));
+        /// assert_eq!(mp.free_by_index(5), Err(PoolError::InvalidPoolIndex));
+        /// gate.close().unwrap();
+        /// ```
         pub fn free_by_index(&self, i: usize) -> Result<isize, PoolError> {
             self.multi.index(i).map(|c| c.free())
         }
 
         /// `waiting` of sub-pool `i`.
+        ///
+        /// ```
+        /// use gosched::pool::{LoadBalancing, MultiPool, PoolError};
+        ///
+        /// let mp = MultiPool::new(2, 4, LoadBalancing::RoundRobin).unwrap();
+        /// assert_eq!(mp.waiting_by_index(1), Ok(0));
+        /// assert_eq!(mp.waiting_by_index(2), Err(PoolError::InvalidPoolIndex));
+        /// ```
         pub fn waiting_by_index(&self, i: usize) -> Result<usize, PoolError> {
             self.multi.index(i).map(|c| c.waiting())
         }
 
         /// Whether the sub-pools are released.
+        ///
+        /// ```
+        /// use gosched::pool::{LoadBalancing, MultiPool};
+        ///
+        /// let mp = MultiPool::new(2, 4, LoadBalancing::RoundRobin).unwrap();
+        /// assert!(!mp.is_closed());
+        /// mp.release();
+        /// assert!(mp.is_closed());
+        /// ```
         pub fn is_closed(&self) -> bool {
             self.multi.pools.iter().all(|o| o.core.is_closed())
         }
 
         /// Set **each** sub-pool's capacity to `n` (as ants does).
+        ///
+        /// ```
+        /// use gosched::pool::{LoadBalancing, MultiPool};
+        ///
+        /// let mp = MultiPool::new(2, 4, LoadBalancing::RoundRobin).unwrap();
+        /// mp.tune(10); // each sub-pool: 10
+        /// assert_eq!(mp.free_by_index(0), Ok(10));
+        /// assert_eq!(mp.cap(), 20);
+        /// ```
         pub fn tune(&self, n: isize) {
             self.multi.pools.iter().for_each(|o| o.core.tune(n));
         }
 
         /// Release every sub-pool without waiting (ants' multi-pool has only
         /// `ReleaseTimeout`).
+        ///
+        /// ```
+        /// use gosched::pool::{LoadBalancing, MultiPool, PoolError};
+        ///
+        /// let mp = MultiPool::new(2, 4, LoadBalancing::RoundRobin).unwrap();
+        /// mp.release();
+        /// assert!(mp.is_closed());
+        /// assert_eq!(mp.submit(|| {}), Err(PoolError::Closed));
+        /// ```
         pub fn release(&self) {
             self.multi.pools.iter().for_each(|o| {
                 o.core.release();
@@ -282,22 +419,74 @@ macro_rules! multi_methods {
         /// Release every sub-pool and wait up to `d` (in all) for their
         /// workers to exit. A failure names the sub-pools
         /// ([`PoolError::SubPools`]), unless all failed alike.
+        ///
+        /// ```
+        /// use gosched::pool::{LoadBalancing, MultiPool, PoolError};
+        /// use std::time::Duration;
+        ///
+        /// gosched::testing::run_virtual(|| {
+        ///     let mp = MultiPool::new(2, 1, LoadBalancing::RoundRobin).unwrap();
+        ///     // Sub-pool 0 gets a task that needs 10 s; sub-pool 1 has no worker.
+        ///     mp.submit(|| gosched::time::sleep(Duration::from_secs(10))).unwrap();
+        ///     let err = mp.release_timeout(Duration::from_secs(1)).unwrap_err();
+        ///     assert_eq!(err, PoolError::SubPools(vec![(0, PoolError::Timeout)]));
+        ///     mp.wait();
+        ///     assert_eq!(mp.release_timeout(Duration::from_secs(1)), Err(PoolError::Closed));
+        /// });
+        /// ```
         pub fn release_timeout(&self, d: Duration) -> Result<(), PoolError> {
             self.multi.release_timeout(d)
         }
 
         /// Reopen every sub-pool.
+        ///
+        /// ```
+        /// use gosched::pool::{LoadBalancing, MultiPool};
+        ///
+        /// let mp = MultiPool::new(2, 4, LoadBalancing::RoundRobin).unwrap();
+        /// mp.release();
+        /// mp.reboot().unwrap();
+        /// assert!(!mp.is_closed());
+        /// assert_eq!(mp.submit(|| {}), Ok(()));
+        /// ```
         pub fn reboot(&self) -> Result<(), PoolError> {
             self.multi.reboot()
         }
 
         /// Park until every task submitted so far has finished.
+        ///
+        /// ```
+        /// use gosched::pool::{LoadBalancing, MultiPool};
+        /// use std::sync::atomic::{AtomicUsize, Ordering};
+        /// use std::sync::Arc;
+        ///
+        /// let mp = MultiPool::new(2, 2, LoadBalancing::LeastTasks).unwrap();
+        /// let done = Arc::new(AtomicUsize::new(0));
+        /// for _ in 0..10 {
+        ///     let done = Arc::clone(&done);
+        ///     mp.submit(move || { done.fetch_add(1, Ordering::Relaxed); }).unwrap();
+        /// }
+        /// mp.wait();
+        /// assert_eq!(done.load(Ordering::Relaxed), 10);
+        /// ```
         pub fn wait(&self) {
             self.multi.wait()
         }
 
         /// The sub-pools' counters added up (percentiles: the worst
         /// sub-pool's).
+        ///
+        /// ```
+        /// use gosched::pool::{LoadBalancing, MultiPool};
+        ///
+        /// let mp = MultiPool::new(2, 2, LoadBalancing::RoundRobin).unwrap();
+        /// for _ in 0..6 {
+        ///     mp.submit(|| {}).unwrap();
+        /// }
+        /// mp.wait();
+        /// let s = mp.stats();
+        /// assert_eq!((s.submitted, s.completed), (6, 6));
+        /// ```
         pub fn stats(&self) -> PoolStats {
             self.multi.stats()
         }
@@ -305,6 +494,20 @@ macro_rules! multi_methods {
 }
 
 /// Several [`Pool`](super::Pool)s behind one submit (ants' `MultiPool`).
+///
+/// ```
+/// use gosched::pool::{LoadBalancing, MultiPool};
+///
+/// let mp = MultiPool::new(4, 16, LoadBalancing::RoundRobin).unwrap();
+/// let out = gosched::chan::<usize>(100);
+/// for i in 0..100 {
+///     let o = out.clone();
+///     mp.submit(move || o.send(i).unwrap()).unwrap();
+/// }
+/// mp.wait();
+/// assert_eq!((0..100).map(|_| out.recv().unwrap()).sum::<usize>(), 4950);
+/// assert!(mp.running() <= 64);
+/// ```
 pub struct MultiPool {
     multi: Multi<Job>,
 }
@@ -321,11 +524,30 @@ impl fmt::Debug for MultiPool {
 
 impl MultiPool {
     /// `n` sub-pools of `cap_each` workers each.
+    ///
+    /// ```
+    /// use gosched::pool::{LoadBalancing, MultiPool};
+    ///
+    /// let mp = MultiPool::new(4, 10, LoadBalancing::LeastTasks).unwrap();
+    /// assert_eq!((mp.len(), mp.cap()), (4, 40));
+    /// ```
     pub fn new(n: isize, cap_each: isize, lb: LoadBalancing) -> Result<Self, PoolError> {
         Self::with_builder(n, Builder::new().capacity(cap_each), lb)
     }
 
     /// `n` sub-pools, each built from `builder`.
+    ///
+    /// ```
+    /// use gosched::pool::{LoadBalancing, MultiPool, Pool, PoolError};
+    ///
+    /// let b = Pool::builder().capacity(2).nonblocking(true);
+    /// let mp = MultiPool::with_builder(3, b, LoadBalancing::RoundRobin).unwrap();
+    /// assert_eq!(mp.cap(), 6);
+    /// // The builder is checked once, before any sub-pool is built.
+    /// let bad = Pool::builder().expiry_secs(-1.0);
+    /// let err = MultiPool::with_builder(3, bad, LoadBalancing::RoundRobin).unwrap_err();
+    /// assert_eq!(err, PoolError::InvalidExpiry);
+    /// ```
     pub fn with_builder(n: isize, builder: Builder, lb: LoadBalancing) -> Result<Self, PoolError> {
         builder.options()?;
         let multi = Multi::new(n, lb, || builder.clone().core())?;
@@ -333,6 +555,16 @@ impl MultiPool {
     }
 
     /// Run `f` on a worker of the chosen sub-pool (see the module docs).
+    ///
+    /// ```
+    /// use gosched::pool::{LoadBalancing, MultiPool};
+    ///
+    /// let mp = MultiPool::new(2, 4, LoadBalancing::RoundRobin).unwrap();
+    /// let ch = gosched::chan::<&str>(1);
+    /// let tx = ch.clone();
+    /// mp.submit(move || tx.send("ran in a sub-pool").unwrap()).unwrap();
+    /// assert_eq!(ch.recv(), Some("ran in a sub-pool"));
+    /// ```
     pub fn submit<F>(&self, f: F) -> Result<(), PoolError>
     where
         F: FnOnce() + Send + 'static,
@@ -341,6 +573,24 @@ impl MultiPool {
     }
 
     /// `submit` for async code.
+    ///
+    /// ```
+    /// use gosched::pool::{LoadBalancing, MultiPool};
+    ///
+    /// gosched::Runtime::new().unwrap().block_on(async {
+    ///     let mp = MultiPool::new(2, 2, LoadBalancing::LeastTasks).unwrap();
+    ///     let done = gosched::chan::<u32>(5);
+    ///     for i in 0..5 {
+    ///         let d = done.clone();
+    ///         mp.submit_async(move || d.send(i).unwrap()).await.unwrap();
+    ///     }
+    ///     let mut sum = 0;
+    ///     for _ in 0..5 {
+    ///         sum += done.recv_async().await.unwrap();
+    ///     }
+    ///     assert_eq!(sum, 10);
+    /// });
+    /// ```
     pub fn submit_async<F>(&self, f: F) -> impl Future<Output = Result<(), PoolError>> + Send + '_
     where
         F: FnOnce() + Send + 'static,
@@ -353,6 +603,20 @@ impl MultiPool {
 
 /// Several [`PoolWithFunc`](super::PoolWithFunc)s behind one invoke (ants'
 /// `MultiPoolWithFunc`).
+///
+/// ```
+/// use gosched::pool::{LoadBalancing, MultiPoolWithFunc};
+///
+/// let out = gosched::chan::<u32>(10);
+/// let o = out.clone();
+/// let times_ten = move |n: u32| o.send(n * 10).unwrap();
+/// let mp = MultiPoolWithFunc::new(2, 4, times_ten, LoadBalancing::RoundRobin).unwrap();
+/// for n in 1..=4 {
+///     mp.invoke(n).unwrap();
+/// }
+/// mp.wait();
+/// assert_eq!((0..4).map(|_| out.recv().unwrap()).sum::<u32>(), 100);
+/// ```
 pub struct MultiPoolWithFunc<A: Send + 'static> {
     multi: Multi<A>,
 }
@@ -369,6 +633,13 @@ impl<A: Send + 'static> fmt::Debug for MultiPoolWithFunc<A> {
 
 impl<A: Send + 'static> MultiPoolWithFunc<A> {
     /// `n` sub-pools of `cap_each` workers, all running `f`.
+    ///
+    /// ```
+    /// use gosched::pool::{LoadBalancing, MultiPoolWithFunc};
+    ///
+    /// let mp = MultiPoolWithFunc::new(4, 8, |_: u64| {}, LoadBalancing::LeastTasks).unwrap();
+    /// assert_eq!((mp.len(), mp.cap()), (4, 32));
+    /// ```
     pub fn new<F>(n: isize, cap_each: isize, f: F, lb: LoadBalancing) -> Result<Self, PoolError>
     where
         F: Fn(A) + Send + Sync + 'static,
@@ -377,6 +648,20 @@ impl<A: Send + 'static> MultiPoolWithFunc<A> {
     }
 
     /// `n` sub-pools, each built from `builder`, all running `f`.
+    ///
+    /// ```
+    /// use gosched::pool::{LoadBalancing, MultiPoolWithFunc, Pool, PoolError};
+    ///
+    /// let b = Pool::builder().capacity(1).nonblocking(true);
+    /// let wait_for = |gate: gosched::Chan<()>| { gate.recv(); };
+    /// let lb = LoadBalancing::RoundRobin;
+    /// let mp = MultiPoolWithFunc::with_builder(2, b, wait_for, lb).unwrap();
+    /// let gate = gosched::chan::<()>(0);
+    /// mp.invoke(gate.clone()).unwrap(); // sub-pool 0
+    /// mp.invoke(gate.clone()).unwrap(); // sub-pool 1
+    /// assert_eq!(mp.invoke(gate.clone()), Err(PoolError::Overload)); // both busy, non-blocking
+    /// gate.close().unwrap();
+    /// ```
     pub fn with_builder<F>(
         n: isize,
         builder: Builder,
@@ -396,11 +681,35 @@ impl<A: Send + 'static> MultiPoolWithFunc<A> {
     }
 
     /// Run the function on `arg` in the chosen sub-pool.
+    ///
+    /// ```
+    /// use gosched::pool::{LoadBalancing, MultiPoolWithFunc};
+    ///
+    /// let out = gosched::chan::<u32>(1);
+    /// let o = out.clone();
+    /// let plus_one = move |n: u32| o.send(n + 1).unwrap();
+    /// let mp = MultiPoolWithFunc::new(2, 2, plus_one, LoadBalancing::RoundRobin).unwrap();
+    /// mp.invoke(41).unwrap();
+    /// assert_eq!(out.recv(), Some(42));
+    /// ```
     pub fn invoke(&self, arg: A) -> Result<(), PoolError> {
         self.multi.submit(arg)
     }
 
     /// `invoke` for async code.
+    ///
+    /// ```
+    /// use gosched::pool::{LoadBalancing, MultiPoolWithFunc};
+    ///
+    /// gosched::Runtime::new().unwrap().block_on(async {
+    ///     let out = gosched::chan::<u32>(1);
+    ///     let o = out.clone();
+    ///     let double = move |n: u32| o.send(n * 2).unwrap();
+    ///     let mp = MultiPoolWithFunc::new(2, 2, double, LoadBalancing::LeastTasks).unwrap();
+    ///     mp.invoke_async(21).await.unwrap();
+    ///     assert_eq!(out.recv_async().await, Some(42));
+    /// });
+    /// ```
     pub fn invoke_async(&self, arg: A) -> impl Future<Output = Result<(), PoolError>> + Send + '_ {
         self.multi.submit_async(arg)
     }

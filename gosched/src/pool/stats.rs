@@ -114,6 +114,18 @@ impl Counters {
 /// A snapshot of a pool's counters ([`Pool::stats`](super::Pool::stats)).
 ///
 /// Counts are since the pool was built (a reboot keeps them).
+///
+/// ```
+/// let pool = gosched::pool::Pool::new(0).unwrap(); // unlimited: no submit waits
+/// for _ in 0..5 {
+///     pool.submit(|| {}).unwrap();
+/// }
+/// pool.wait();
+/// let s = pool.stats();
+/// assert_eq!((s.submitted, s.completed, s.panicked), (5, 5, 0));
+/// assert_eq!((s.waited, s.wait_p99), (0, std::time::Duration::ZERO));
+/// assert_eq!(s.waiting, 0);
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PoolStats {
