@@ -9,6 +9,7 @@
 
 mod chart;
 mod child;
+mod civil;
 mod driver;
 mod golang;
 mod java;

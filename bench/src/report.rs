@@ -360,17 +360,9 @@ fn locked_version(lock: &str, name: &str) -> Option<String> {
     None
 }
 
-/// `YYYY-MM-DD` (UTC) of a Unix time (Howard Hinnant's civil-from-days).
+/// `YYYY-MM-DD` (UTC) of a Unix time.
 pub fn date_utc(unix: u64) -> String {
-    let z = (unix / 86_400) as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = crate::civil::civil_from_days((unix / 86_400) as i64);
     format!("{y:04}-{m:02}-{d:02}")
 }
 

@@ -22,6 +22,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use futures_io::{AsyncRead, AsyncWrite};
 use gosched::net::{TcpListener, TcpStream};
 
+#[path = "../civil.rs"]
+mod civil;
+
 const BODY: &[u8] = b"Hello, World!";
 const BUF: usize = 8192;
 
@@ -60,16 +63,7 @@ fn imf_fixdate(secs: u64) -> [u8; 29] {
     let days = secs / 86_400;
     let rem = secs % 86_400;
     let (h, m, s) = (rem / 3600, rem / 60 % 60, rem % 60);
-    // Howard Hinnant's civil_from_days.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(mo <= 2);
+    let (y, mo, d) = civil::civil_from_days(days as i64);
     let mut out = [0u8; 29];
     let mut w = io::Cursor::new(&mut out[..]);
     let _ = write!(

@@ -210,7 +210,9 @@ macro_rules! common_methods {
             self.inner.close()
         }
 
-        /// Whether `close` was called (or every sender is gone).
+        /// Whether the channel is closed: `close` was called, every sender is
+        /// gone, or every receiver is gone (then every send fails with
+        /// `Closed`, which is what a `Sender` asking this wants to know).
         ///
         /// ```
         /// let ch = gosched::chan::<i32>(1);
@@ -221,9 +223,19 @@ macro_rules! common_methods {
         /// let (tx, rx) = gosched::chan::<i32>(1).split();
         /// drop(tx); // the last handle able to send
         /// assert!(rx.is_closed());
+        ///
+        /// let (tx, rx) = gosched::chan::<i32>(1).split();
+        /// drop(rx); // the last handle able to receive
+        /// assert!(tx.is_closed());
+        /// assert!(tx.try_send(1).is_err());
         /// ```
         pub fn is_closed(&self) -> bool {
             self.inner.lock().closed
+                || self
+                    .inner
+                    .receivers
+                    .load(std::sync::atomic::Ordering::Acquire)
+                    == 0
         }
 
         /// Values buffered now (a snapshot). An unbuffered channel holds none,

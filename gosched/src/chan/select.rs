@@ -517,7 +517,7 @@ impl<'s, 'a> SelectFut<'s, 'a> {
 
     /// Give up at `deadline` with [`Selected::Timeout`] (the `after` case).
     /// The deadline is on the runtime's clock: compute it from
-    /// [`time::now`](crate::time::now).
+    /// `gosched::time::now`.
     ///
     /// ```
     /// use std::time::Duration;

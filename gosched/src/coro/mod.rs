@@ -505,7 +505,7 @@ pub struct Go {
 
 impl Go {
     /// A builder with no name, the runtime's stack size
-    /// ([`Builder::stack_size`](crate::Builder::stack_size)) and the runtime's
+    /// (`Builder::stack_size`) and the runtime's
     /// thread rule: `Go::new().spawn(f)` is [`go(f)`](crate::go).
     ///
     /// ```
@@ -518,7 +518,7 @@ impl Go {
 
     /// Name shown in the stack-overflow message and in traces.
     ///
-    /// Also shown by the goroutine dump ([`dump_goroutines`](crate::runtime::dump_goroutines))
+    /// Also shown by the goroutine dump (`runtime::dump_goroutines`)
     /// while the goroutine lives.
     ///
     /// ```
@@ -546,7 +546,7 @@ impl Go {
     /// Usable stack bytes for this goroutine (rounded up to pages; minimum 16 KiB).
     ///
     /// The default is the runtime's, [`DEFAULT_STACK_SIZE`] unless
-    /// [`Builder::stack_size`](crate::Builder::stack_size) says otherwise; over
+    /// `Builder::stack_size` says otherwise; over
     /// 1 GiB, [`try_spawn`](Go::try_spawn) fails (and `spawn` panics).
     ///
     /// ```
@@ -566,11 +566,11 @@ impl Go {
 
     /// Let this goroutine change OS thread after it started (Go's scheduling),
     /// or (`false`) keep it on the M where it first runs even in a runtime
-    /// built with [`Builder::migrate_goroutines`](crate::Builder::migrate_goroutines).
+    /// built with `Builder::migrate_goroutines`.
     ///
     /// # Safety
     /// With `true`, the caller makes the promise of
-    /// [`Builder::migrate_goroutines`](crate::Builder::migrate_goroutines) for
+    /// `Builder::migrate_goroutines` for
     /// this goroutine: it touches no thread-local both before and after a
     /// blocking call within one function activation.
     ///

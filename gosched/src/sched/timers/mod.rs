@@ -481,7 +481,7 @@ impl Shared {
 
 /// A future that completes at `deadline` (at once if it has passed).
 ///
-/// A goroutine waits for it with [`block_on`](crate::block_on).
+/// A goroutine waits for it with `gosched::block_on`.
 ///
 /// ```
 /// use std::time::Duration;
