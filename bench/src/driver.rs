@@ -118,7 +118,14 @@ impl WorkloadResult {
             return None;
         }
         let g = gosched.median()?;
-        let p = self.rows.iter().find(|r| r.imp == peer)?.median()?;
+        let peer_row = self.rows.iter().find(|r| r.imp == peer)?;
+        // A whole-run figure of a row run smaller (may's map-count cap on
+        // W8/W13) is not comparable; per-unit figures (W7, W5) are.
+        let whole_run = matches!(self.workload, Workload::W8Sleep | Workload::W13Churn);
+        if whole_run && peer_row.size != gosched.size {
+            return None;
+        }
+        let p = peer_row.median()?;
         (p > 0.0).then(|| g / p)
     }
 }

@@ -435,6 +435,7 @@ impl Workload {
                     | Impl::GoschedAsync
                     | Impl::Go
                     | Impl::Tokio
+                    | Impl::May
             ),
             _ => !imp.is_threads(),
         }
@@ -546,7 +547,12 @@ impl Workload {
             );
             return (W5_CAP0_THREADS, Some(why));
         }
-        if self != Workload::W7Parked || imp != Impl::May {
+        // may's stacks take two maps each: units alive at once are capped.
+        let many_alive = matches!(
+            self,
+            Workload::W7Parked | Workload::W8Sleep | Workload::W13Churn
+        );
+        if !many_alive || imp != Impl::May {
             return (size, None);
         }
         let Some(maps) = std::fs::read_to_string("/proc/sys/vm/max_map_count")

@@ -22,6 +22,7 @@ pub const SLEEP: Duration = Duration::from_millis(10);
 pub fn run(imp: Impl, procs: usize, n: u64) -> Sample {
     match imp {
         Impl::Tokio => tokio_tasks(procs, n),
+        Impl::May => may_coroutines(procs, n),
         #[cfg(feature = "gosched")]
         Impl::GoschedGo => gosched_go(procs, n),
         #[cfg(feature = "gosched")]
@@ -36,6 +37,7 @@ pub fn run(imp: Impl, procs: usize, n: u64) -> Sample {
 pub fn run_sleep(imp: Impl, procs: usize, n: u64) -> Sample {
     match imp {
         Impl::Tokio => tokio_sleep(procs, n),
+        Impl::May => may_sleep(procs, n),
         #[cfg(feature = "gosched")]
         Impl::GoschedGo => gosched_go_sleep(procs, n),
         #[cfg(feature = "gosched")]
@@ -210,5 +212,67 @@ fn tokio_sleep(procs: usize, n: u64) -> Sample {
         }
     });
     rt.block_on(done_rx).expect("done signal");
+    Sample::timed(t.elapsed(), finished.count())
+}
+
+/// may coroutines, each on a may mpsc channel of its own, released by
+/// dropping the senders; a countdown instead of a WaitGroup (as tokio's).
+fn may_coroutines(procs: usize, n: u64) -> Sample {
+    use super::{panic_msg, Countdown};
+    use may::sync::mpsc;
+    super::may_init(procs);
+    let round = || {
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        let finished = Countdown::leak(n, done_tx);
+        let senders = may::go!(move || {
+            (0..n)
+                .map(|_| {
+                    let (tx, rx) = mpsc::channel::<()>();
+                    may::go!(move || {
+                        let _ = rx.recv();
+                        if let Some(done) = finished.bump() {
+                            let _ = done.send(());
+                        }
+                    });
+                    tx
+                })
+                .collect::<Vec<_>>()
+        })
+        .join()
+        .unwrap_or_else(|e| panic!("root coroutine: {}", panic_msg(&*e)));
+        drop(senders); // closes every channel
+        done_rx.recv().expect("done signal");
+        finished.count()
+    };
+    round();
+    let t = Instant::now();
+    let mut done = 0;
+    for _ in 0..ROUNDS {
+        done += round();
+    }
+    Sample::timed(t.elapsed(), done)
+}
+
+/// may coroutines each sleeping `SLEEP` (may's coroutine sleep).
+fn may_sleep(procs: usize, n: u64) -> Sample {
+    use super::{panic_msg, Countdown};
+    use may::sync::mpsc;
+    super::may_init(procs);
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let finished = Countdown::leak(n, done_tx);
+    let t = Instant::now();
+    may::go!(move || {
+        for _ in 0..n {
+            may::go!(move || {
+                may::coroutine::sleep(SLEEP);
+                if let Some(done) = finished.bump() {
+                    let _ = done.send(());
+                }
+            });
+        }
+    })
+    .join()
+    .unwrap_or_else(|e| panic!("root coroutine: {}", panic_msg(&*e)));
+    done_rx.recv().expect("done signal");
     Sample::timed(t.elapsed(), finished.count())
 }
