@@ -205,21 +205,8 @@ pub use sched::task::{JoinError, JoinHandle, TaskId};
 #[doc(hidden)]
 pub mod __private {
     use std::future::Future;
-    use std::time::Duration;
 
-    use crate::{JoinError, Runtime};
-
-    /// A test's runtime gets this long to shut down; a goroutine that never
-    /// blocks keeps its M, and then the runtime is left running detached.
-    const TEST_SHUTDOWN: Duration = Duration::from_secs(10);
-
-    fn unwrap_main<T>(what: &str, r: Result<T, JoinError>) -> T {
-        match r {
-            Ok(v) => v,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(e) => panic!("{what}: {e}"),
-        }
-    }
+    use crate::Runtime;
 
     /// `#[gosched::main]` on a plain `fn`: the body is the main goroutine.
     /// The runtime is left running when it returns (the process is ending).
@@ -230,7 +217,7 @@ pub mod __private {
         let h = rt.go(body);
         let out = rt.block_on(h);
         std::mem::forget(rt);
-        unwrap_main("the main goroutine was cancelled", out)
+        crate::testing::unwrap_join("the main goroutine was cancelled", out)
     }
 
     /// `#[gosched::main]` on an `async fn`.
@@ -252,12 +239,7 @@ pub mod __private {
 
     /// `#[gosched::test]` on an `async fn`.
     pub fn test_future<F: Future>(rt: Runtime, body: F) -> F::Output {
-        let out = rt.block_on_watched(body);
-        rt.shutdown_timeout(TEST_SHUTDOWN);
-        match out {
-            Ok(v) => v,
-            Err(report) => panic!("{report}"),
-        }
+        crate::testing::finish(rt, |rt| rt.block_on_watched(body).map(Ok))
     }
 }
 

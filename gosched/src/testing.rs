@@ -57,7 +57,8 @@ use std::time::Duration;
 
 use crate::{Builder, JoinError, Runtime};
 
-/// A test's runtime gets this long to shut down.
+/// A test's runtime gets this long to shut down; a goroutine that never
+/// blocks keeps its M, and then the runtime is left running detached.
 const SHUTDOWN: Duration = Duration::from_secs(10);
 
 /// The runtime `run_virtual` builds: virtual time on one P.
@@ -128,18 +129,19 @@ pub(crate) fn finish<T>(
     wait: impl FnOnce(&Runtime) -> Result<Result<T, JoinError>, std::sync::Arc<str>>,
 ) -> T {
     let out = wait(&rt);
+    rt.shutdown_timeout(SHUTDOWN);
     match out {
-        Ok(out) => {
-            rt.shutdown_timeout(SHUTDOWN);
-            match out {
-                Ok(v) => v,
-                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                Err(e) => panic!("the test's goroutine was cancelled: {e}"),
-            }
-        }
-        Err(report) => {
-            rt.shutdown_timeout(SHUTDOWN);
-            panic!("{report}")
-        }
+        Ok(out) => unwrap_join("the test's goroutine was cancelled", out),
+        Err(report) => panic!("{report}"),
+    }
+}
+
+/// The value of a joined main or test goroutine: its own panic raised
+/// again, a cancellation as a panic that says `what`.
+pub(crate) fn unwrap_join<T>(what: &str, r: Result<T, JoinError>) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => panic!("{what}: {e}"),
     }
 }

@@ -398,7 +398,7 @@ pub(crate) struct MachineCtx {
     /// is in (`vtime::BusyGuard::syscall`): released here if the goroutine
     /// parks inside it.
     #[cfg(not(loom))]
-    virtual_syscall: RefCell<Option<Arc<super::vtime::SyscallToken>>>,
+    virtual_syscall: Cell<Option<Arc<super::vtime::SyscallToken>>>,
     /// The schedule tick at which `place` last sent a goroutine back to the
     /// global queue: the 61st-tick fairness pick does not take it again in
     /// the same tick.
@@ -549,7 +549,7 @@ fn mstart(shared: Arc<Shared>, m: Arc<Machine>, p: usize, spinning: bool) {
         traced: Cell::new((0, false)),
         locked: Cell::new(0),
         #[cfg(not(loom))]
-        virtual_syscall: RefCell::new(None),
+        virtual_syscall: Cell::new(None),
         retired,
         bounce_tick: Cell::new(u32::MAX),
         poll_seq: Cell::new(0),
@@ -1667,14 +1667,19 @@ impl MachineCtx {
     /// The current goroutine's in-place syscall (virtual runtimes).
     #[cfg(not(loom))]
     pub(crate) fn set_virtual_syscall(&self, token: Option<Arc<super::vtime::SyscallToken>>) {
-        *self.virtual_syscall.borrow_mut() = token;
+        self.virtual_syscall.set(token);
     }
 
     /// A poll ended inside an in-place syscall of a virtual runtime: a
     /// goroutine that parked there is not busy any more; one that yielded
     /// stays counted until its guard drops (it waits for a P).
     #[cfg(not(loom))]
+    #[inline]
     fn end_virtual_syscall(&self, yielded: bool) {
+        // Every poll ends here: real-time runtimes only test the Option.
+        if self.shared.virtual_clock.is_none() {
+            return;
+        }
         if let Some(token) = self.virtual_syscall.take() {
             if !yielded {
                 token.release();
