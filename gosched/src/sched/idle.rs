@@ -336,6 +336,40 @@ impl Shared {
         Some(m)
     }
 
+    /// The M at `m` if it is on the want-P list (caller holds the lock).
+    pub(crate) fn want_p_find(&self, s: &Sched, m: *const Machine) -> Option<Arc<Machine>> {
+        s.idle
+            .want_p
+            .iter()
+            .find(|x| std::ptr::eq(Arc::as_ptr(x), m))
+            .cloned()
+    }
+
+    /// The M at `m` if it is on the idle-M list (caller holds the lock).
+    pub(crate) fn idle_m_find(&self, s: &Sched, m: *const Machine) -> Option<Arc<Machine>> {
+        s.idle
+            .ms
+            .iter()
+            .find(|x| std::ptr::eq(Arc::as_ptr(x), m))
+            .cloned()
+    }
+
+    /// Take `m` off the want-P list wherever it is in line (caller holds
+    /// the lock): a P is handed to it directly. The wait of whoever is
+    /// first then counts from now if `m` was first.
+    pub(crate) fn want_p_remove(&self, s: &mut Sched, m: &Arc<Machine>) {
+        let Some(i) = s.idle.want_p.iter().position(|x| Arc::ptr_eq(x, m)) else {
+            return;
+        };
+        s.idle.want_p.remove(i);
+        if s.idle.want_p.is_empty() {
+            self.want_p_since.store(0, Relaxed);
+        } else if i == 0 {
+            self.want_p_since
+                .store(super::timers::now_ns().max(1), Relaxed);
+        }
+    }
+
     /// Ms waiting for a P (caller holds the lock).
     pub(crate) fn want_p_len(s: &Sched) -> usize {
         s.idle.want_p.len()

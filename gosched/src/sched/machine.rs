@@ -58,6 +58,21 @@
 //!   waits on the *want-P* list, and the next M that would put a P on the idle
 //!   list hands it over instead (`Shared::pidleput`). So: want-P non-empty ⇒ no
 //!   idle P (both under the scheduler lock).
+//! - *Hand-off to the readied goroutine's M* (Go's `startlockedm`). When
+//!   a poll readies a goroutine homed on another M and then ends its chain
+//!   (parks or finishes, nothing in our `next`), Go would run that goroutine
+//!   next on this P, in the slice it inherits (`runnext`). If its M has no P
+//!   and no P is idle, we give it ours: found on the want-P list, the idle
+//!   list or as the timer sleeper (under the lock of each, so it cannot
+//!   leave meanwhile), the goroutine is moved to the front of its inbox and
+//!   marked (`Machine::handed`), and the P passes through `nextp`; the M
+//!   runs it first, inheriting the slice. If the M is still on its way
+//!   there (`Machine::pless`: P-less, in the scheduler, not in a poll), we
+//!   wait for it up to `HANDOFF_WAIT`, yielding our core. Without this, a
+//!   goroutine pair split across two Ms on one P (a retake during a hog's
+//!   slice hands the P to a new M, which starts the unstarted goroutines)
+//!   got one exchange per step of whatever else the readier's M ran: Go's
+//!   `TestPingPongHog` missed its bound in most tries on a loaded machine.
 //! - *Ms take turns.* More Ms can hold runnable goroutines than there are
 //!   Ps (an M that went idle lost its P to another, then its goroutines were
 //!   woken). An M holding a P that sees the first M on the want-P list
@@ -159,6 +174,12 @@ const HOMED_SPIN: Duration = Duration::from_micros(20);
 /// starved for tens of ms, the p99 of every request they serve). Each turn
 /// costs a futex wake and a park, about 10 us here: 4% at this slice.
 const M_SLICE: Duration = Duration::from_micros(250);
+/// How long an M whose last poll readied a goroutine on a P-less M waits
+/// for that M to reach a list where it can hand it its P
+/// (`hand_off_to_readied`): a woken thread takes a few µs to get there,
+/// tens on a loaded machine.
+#[cfg(not(loom))]
+const HANDOFF_WAIT: Duration = Duration::from_micros(100);
 /// The netpoller's timeouts are whole milliseconds (epoll): a sleeper whose
 /// next timer is sooner sleeps on its parker instead.
 #[cfg(not(loom))]
@@ -172,6 +193,18 @@ pub(crate) struct Machine {
     inbox: Mutex<Inbox>,
     /// `inbox.tasks.len()`, for lock-free emptiness checks.
     inbox_len: AtomicUsize,
+    /// The inbox's front came with a P handed over by the M that readied
+    /// it ("Hand-off to the readied goroutine's M"): this M runs it first,
+    /// in the time slice it inherits. Written before the P is handed
+    /// (`start`'s Release swap of `nextp` publishes it); cleared when the
+    /// inbox is drained.
+    handed: AtomicBool,
+    /// This M has no P and is in the scheduler, on its way to wait for one
+    /// (set where `find_runnable` finds itself P-less, cleared where it
+    /// finds a P): not inside a poll. A hint for `hand_off_to_readied`,
+    /// which waits a moment for such an M to reach a list; std atomic,
+    /// outside loom's model (the hand-off re-checks under the locks).
+    pless: std::sync::atomic::AtomicBool,
     /// Live goroutines homed here (placed or started, not yet complete).
     /// Heuristic for placement: std atomic, outside loom's model.
     pub(crate) homed: std::sync::atomic::AtomicUsize,
@@ -206,7 +239,13 @@ impl Machine {
         // it has not taken yet (and loom orders it as a read-modify-write).
         let prev = self.nextp.swap(p, Release);
         debug_assert_eq!(prev, NO_P, "an idle M was handed two Ps");
-        self.parker.wake();
+        // (The timer sleeper may wait in the netpoller.)
+        self.wake();
+    }
+
+    /// Whether a P handed over by `start` waits to be taken.
+    fn has_nextp(&self) -> bool {
+        self.nextp.load(Acquire) != NO_P
     }
 
     /// Take the P (and spinning flag) handed over by `start`.
@@ -227,6 +266,8 @@ impl Machine {
                 retired: false,
             }),
             inbox_len: AtomicUsize::new(0),
+            handed: AtomicBool::new(false),
+            pless: std::sync::atomic::AtomicBool::new(false),
             homed: std::sync::atomic::AtomicUsize::new(0),
             preempt: std::sync::atomic::AtomicBool::new(false),
             #[cfg(not(loom))]
@@ -346,6 +387,45 @@ impl Machine {
         self.inbox_len.load(SeqCst) != 0
     }
 
+    /// The hand-off's first half (the caller holds the lock of the list
+    /// this M waits on for a P, or of the timer sleeper): move the task
+    /// `raw` to the front of the inbox and mark it to run first. False if it
+    /// is not in the inbox (this M took it already).
+    fn promote(&self, raw: ptr::NonNull<super::task::Header>) -> bool {
+        let mut inbox = lock(&self.inbox);
+        let Some(i) = inbox.tasks.iter().position(|t| t.raw() == raw) else {
+            return false;
+        };
+        if i != 0 {
+            let t = inbox.tasks.remove(i).expect("position is in range");
+            inbox.tasks.push_front(t);
+        }
+        self.handed.store(true, Relaxed);
+        true
+    }
+
+    /// Append the inbox to `q` (this M's local queue). A task a hand-off
+    /// put at the inbox's front goes with the rest, in order (it runs
+    /// without the inherited slice then).
+    fn drain_inbox_into(&self, q: &mut VecDeque<Task>) {
+        let mut inbox = lock(&self.inbox);
+        q.append(&mut inbox.tasks);
+        self.inbox_len.store(0, SeqCst);
+        self.handed.store(false, Relaxed);
+    }
+
+    /// The task a hand-off put at the inbox's front, if one did (`promote`).
+    fn take_handed(&self) -> Option<Task> {
+        if !self.handed.load(Relaxed) {
+            return None;
+        }
+        self.handed.store(false, Relaxed);
+        let mut inbox = lock(&self.inbox);
+        let t = inbox.tasks.pop_front();
+        self.inbox_len.store(inbox.tasks.len(), SeqCst);
+        t
+    }
+
     /// Teardown: close the inbox and take what is in it.
     pub(crate) fn close_inbox(&self) -> Vec<Task> {
         let mut inbox = lock(&self.inbox);
@@ -410,6 +490,10 @@ pub(crate) struct MachineCtx {
     /// the local FIFO behind it. Only this thread touches them.
     next: Cell<Option<Task>>,
     localq: RefCell<VecDeque<Task>>,
+    /// The last goroutine the current poll readied on another M, and that
+    /// M: where our P goes if the poll ends the chain and that M waits for
+    /// a P ("Hand-off to the readied goroutine's M").
+    handoff: Cell<Option<(ptr::NonNull<Machine>, ptr::NonNull<super::task::Header>)>>,
 }
 
 impl MachineCtx {
@@ -556,6 +640,7 @@ fn mstart(shared: Arc<Shared>, m: Arc<Machine>, p: usize, spinning: bool) {
         in_syscall: Cell::new(false),
         next: Cell::new(None),
         localq: RefCell::new(VecDeque::new()),
+        handoff: Cell::new(None),
     };
     // Uninstalled before `ctx` is dropped (declared after it).
     let _installed = context::install_machine(&ctx);
@@ -773,6 +858,7 @@ impl MachineCtx {
         self.poll_seq.set(self.poll_seq.get().wrapping_add(1));
         self.in_poll.set(true);
         self.running.set(Some(task.raw()));
+        self.handoff.set(None);
         #[cfg(not(loom))]
         if self.shared.debug.hogs {
             let h = task.header();
@@ -811,9 +897,13 @@ impl MachineCtx {
             self.trace_end(&ran, yielded);
         }
         if let Ran::Notified(t) = ran {
+            // Still runnable: the chain goes on here, no hand-off.
+            self.handoff.set(None);
             if t.home().is_some() {
                 // Homed: woken while it ran, or yielding: the back of our own
                 // queue (never the global one, where another M could take it).
+                // (Draining the inbox in front of it first cost W13 15% on
+                // a 16-core box: the order of its wake-ups changes.)
                 self.localq.borrow_mut().push_back(t);
             } else if let Some(p) = p {
                 if !yielded || p.has_work() || self.shared.global_len() == 0 {
@@ -935,7 +1025,9 @@ impl MachineCtx {
                 continue 'top;
             }
             if self.is_locked() {
-                // `lock_os_thread`: only our homed goroutines (`lockos.rs`).
+                // `lock_os_thread`: only our homed goroutines (`lockos.rs`),
+                // which wait for a P their own way (no hand-off to us).
+                self.m.pless.store(false, Relaxed);
                 match self.find_locked() {
                     Some(r) => return Some(r),
                     None => continue 'top,
@@ -943,8 +1035,15 @@ impl MachineCtx {
             }
             let Some(pi) = self.p.get() else {
                 // P-less (woken by the timer or for homed work, or our P was
-                // retaken): take an idle P; else wait for one if our homed
-                // goroutines need it, or park.
+                // retaken): a P handed to us as the timer sleeper
+                // (`hand_off_to_readied`); else take an idle P; else wait for
+                // one if our homed goroutines need it, or park.
+                self.m.pless.store(true, Relaxed);
+                if let Some((p, spinning)) = self.m.take_nextp() {
+                    self.p.set(Some(p));
+                    self.spinning.set(spinning);
+                    continue 'top;
+                }
                 if self.has_homed_work() {
                     self.wait_for_p();
                 } else {
@@ -955,8 +1054,24 @@ impl MachineCtx {
                 }
                 continue 'top;
             };
-            // Ms take turns: another M's homed goroutines have waited for a
-            // P longer than `M_SLICE`.
+            if self.m.pless.load(Relaxed) {
+                self.m.pless.store(false, Relaxed);
+                // A P handed to us with the goroutine it readied: that runs
+                // first, in the slice it inherits, before anything (turn
+                // taking included) can send the P on.
+                if let Some(t) = self.m.take_handed() {
+                    return Some((t, true));
+                }
+            }
+            // Ms take turns: the goroutine our last poll readied on another
+            // M runs next if that M waits for a P and our chain ended (Go's
+            // `runnext`); another M's homed goroutines have waited for a P
+            // longer than `M_SLICE`.
+            if let Some((m, g)) = self.handoff.take() {
+                if self.hand_off_to_readied(pi, m, g) {
+                    continue 'top;
+                }
+            }
             if shared.want_p_since.load(Relaxed) != 0 && self.yield_p_to_waiter(pi) {
                 continue 'top;
             }
@@ -983,6 +1098,9 @@ impl MachineCtx {
             // queue (`runnext`, then the ring), alternating which goes first by
             // schedule tick so that neither starves the other.
             if let Some(t) = self.next.take() {
+                return Some((t, true));
+            }
+            if let Some(t) = self.m.take_handed() {
                 return Some((t, true));
             }
             let homed_first = p.schedtick.load(Relaxed) % 2 == 0;
@@ -1066,6 +1184,7 @@ impl MachineCtx {
                 }
                 shared.pidleput(&mut s, pi);
                 self.p.set(None);
+                self.m.pless.store(true, Relaxed);
             }
 
             // 8. Stop spinning, then re-check everything (the barrier is the RMW).
@@ -1423,9 +1542,134 @@ impl MachineCtx {
         }
         self.stop_spinning();
         self.p.set(None);
+        self.m.pless.store(true, Relaxed);
         // Serves the first waiter (the list is not empty).
         shared.pidleput(&mut s, pi);
         true
+    }
+
+    /// "Hand-off to the readied goroutine's M": our last poll readied
+    /// goroutine `g` homed on M `m` and then ended its chain (it parked or
+    /// finished, and nothing waits in our `next`). On one P, Go would run
+    /// `g` next in the time slice it inherits (`runnext`); the thread rule
+    /// keeps it on `m`, so if `m` waits for a P, it gets ours, and `g` runs
+    /// first there (`promote`), inheriting the slice. We then queue for a P
+    /// ourselves if we have homed work (the caller's loop). True if handed.
+    ///
+    /// Without it, a goroutine pair split across two Ms by a retake (each
+    /// message a cross-M ready) got one exchange per slice of whatever else
+    /// the readier's M ran: the waiter got the P only after `M_SLICE`, at
+    /// the readier's next schedule, and then ran behind its own M's queue.
+    fn hand_off_to_readied(
+        &self,
+        pi: usize,
+        m: ptr::NonNull<Machine>,
+        g: ptr::NonNull<super::task::Header>,
+    ) -> bool {
+        if self.has_homed_next() || self.shared.idle_ps() != 0 {
+            // Something of ours runs next with the slice; or a P is idle,
+            // which the readied M takes itself.
+            return false;
+        }
+        // SAFETY: every M of this runtime stays in `Shared::machines` (an
+        // `Arc`) for the runtime's life, and we are one of its Ms.
+        let target = unsafe { m.as_ref() };
+        if !target.pless.load(Relaxed) {
+            return false; // it holds a P (`g` runs at its next schedule), or polls
+        }
+        // It is on its way to a list (our push woke it, or it just gave up
+        // its P): wait for it there a moment — the alternative is to run
+        // our own next goroutine, a whole time slice perhaps, first.
+        // (loom: one look; the models have no stackful goroutines to home.)
+        #[cfg(not(loom))]
+        let until = now_ns() + HANDOFF_WAIT.as_nanos() as u64;
+        #[cfg(loom)]
+        let until = 0;
+        loop {
+            match self.hand_to_listed(pi, m, g) {
+                Some(handed) => return handed,
+                None if !target.pless.load(Relaxed) || now_ns() >= until => return false,
+                // Let it run: on a busy machine it may wait for our core.
+                None => std::thread::yield_now(),
+            }
+        }
+    }
+
+    /// `hand_off_to_readied`'s step: hand our P `pi` to the M at `m` if it
+    /// is on the want-P list, the idle list, or the timer sleeper, with `g`
+    /// at its inbox's front. `None` if it is none of those yet; `Some(false)`
+    /// if `g` is not in its inbox (it took it already).
+    fn hand_to_listed(
+        &self,
+        pi: usize,
+        m: ptr::NonNull<Machine>,
+        g: ptr::NonNull<super::task::Header>,
+    ) -> Option<bool> {
+        let shared = &*self.shared;
+        {
+            let mut s = lock(&shared.sched);
+            // It waits for a P on the want-P list, or parks on the idle list
+            // (woken by our push, it would move to the want-P list itself).
+            let found = match shared.want_p_find(&s, m.as_ptr()) {
+                Some(t) => Some((t, true)),
+                None => shared.idle_m_find(&s, m.as_ptr()).map(|t| (t, false)),
+            };
+            if let Some((t, wants_p)) = found {
+                // Under the scheduler lock it stays on its list (only a P
+                // handed through the list takes it off): it is not running
+                // `g`, nor taking it out of its inbox.
+                if !t.promote(g) {
+                    return Some(false);
+                }
+                if wants_p {
+                    shared.want_p_remove(&mut s, &t);
+                } else {
+                    shared.leave_idle_ms(&mut s, &t);
+                }
+                self.give_p(pi, &t);
+                return Some(true);
+            }
+        }
+        // Or it is the timer sleeper, which no list holds. While it is
+        // registered (under the sleeper lock, held until it has the P) it
+        // has not yet looked for a P, and the first thing it does when it
+        // stops sleeping is take one handed to it (`find_runnable`, P-less).
+        // It stays registered after a hand-off until it wakes: an empty
+        // `nextp` (read under the lock every such hand-off takes) says
+        // nobody handed it one yet.
+        let sl = lock(&shared.sleeper);
+        match &*sl {
+            Some(t) if ptr::eq(Arc::as_ptr(t), m.as_ptr()) && !t.has_nextp() => {
+                if !t.promote(g) {
+                    return Some(false);
+                }
+                self.give_p(pi, t);
+                Some(true)
+            }
+            _ => None, // on its way to a list, or it took a P
+        }
+    }
+
+    /// Pass our P `pi` (RUNNING, ours) to `target`, an M no list holds any
+    /// more (caller holds the lock that kept it there), as `pidleput` passes
+    /// a P to a waiter.
+    fn give_p(&self, pi: usize, target: &Arc<Machine>) {
+        self.stop_spinning();
+        self.p.set(None);
+        // Before the target runs: it may ready one of ours at once and look
+        // for us (our thread may not run again for a while).
+        self.m.pless.store(true, Relaxed);
+        self.proc(pi).set_owner(target);
+        target.start(pi, false);
+    }
+
+    /// Whether `next` holds a task (it is a `Cell`: look by moving it out
+    /// and back).
+    fn has_homed_next(&self) -> bool {
+        let next = self.next.take();
+        let some = next.is_some();
+        self.next.set(next);
+        some
     }
 
     /// P-less with homed goroutines to run: take an idle P, or join the want-P
@@ -1449,11 +1693,7 @@ impl MachineCtx {
     /// Whether a homed task waits for this M. Every park loop checks it before
     /// it parks (the wake of a push is only a token).
     pub(super) fn has_homed_work(&self) -> bool {
-        // `next` is a `Cell`: look by moving it out and back.
-        let next = self.next.take();
-        let some = next.is_some();
-        self.next.set(next);
-        some || !self.localq.borrow().is_empty() || self.m.has_inbox()
+        self.has_homed_next() || !self.localq.borrow().is_empty() || self.m.has_inbox()
     }
 
     /// The next homed task of the local queue, behind which the inbox is
@@ -1462,9 +1702,7 @@ impl MachineCtx {
     fn homed_pop(&self) -> Option<Task> {
         let mut q = self.localq.borrow_mut();
         if self.m.has_inbox() {
-            let mut inbox = lock(&self.m.inbox);
-            q.append(&mut inbox.tasks);
-            self.m.inbox_len.store(0, SeqCst);
+            self.m.drain_inbox_into(&mut q);
         }
         q.pop_front()
     }
@@ -1473,6 +1711,9 @@ impl MachineCtx {
     /// queue with the inbox appended.
     pub(super) fn take_homed(&self) -> Option<(Task, bool)> {
         if let Some(t) = self.next.take() {
+            return Some((t, true));
+        }
+        if let Some(t) = self.m.take_handed() {
             return Some((t, true));
         }
         self.homed_pop().map(|t| (t, false))
@@ -1496,6 +1737,15 @@ impl MachineCtx {
         }
         if let Some(old) = self.next.replace(Some(task)) {
             self.localq.borrow_mut().push_back(old);
+        }
+    }
+
+    /// The current poll readied `g`, homed on `m`, another M of ours: the
+    /// hand-off candidate (the last one wins, as in Go's `runnext`). Not
+    /// from inside an in-place syscall (the P is not ours to give then).
+    pub(super) fn readied_elsewhere(&self, m: &Machine, g: ptr::NonNull<super::task::Header>) {
+        if self.in_poll.get() && !self.in_syscall.get() {
+            self.handoff.set(Some((ptr::NonNull::from(m), g)));
         }
     }
 

@@ -134,11 +134,22 @@ impl Shared {
             // A started goroutine: only its own M may run it ("The thread
             // rule", `machine.rs`).
             let home: *const Machine = Arc::as_ptr(home);
-            match super::context::current().filter(|ctx| ptr::eq(Arc::as_ptr(&ctx.m), home)) {
-                Some(ctx) => ctx.ready_homed_here(task),
-                // SAFETY: every M of this runtime stays in `self.machines`
-                // (an `Arc`) for the runtime's life, and `self` is alive.
-                None => unsafe { &*home }.push_remote(task),
+            let ctx = super::context::current();
+            match ctx {
+                Some(ctx) if ptr::eq(Arc::as_ptr(&ctx.m), home) => ctx.ready_homed_here(task),
+                _ => {
+                    let g = task.raw();
+                    // SAFETY: every M of this runtime stays in `self.machines`
+                    // (an `Arc`) for the runtime's life, and `self` is alive.
+                    let home = unsafe { &*home };
+                    home.push_remote(task);
+                    // Readied from another M of ours: where its P may go
+                    // when this poll ends ("Hand-off to the readied
+                    // goroutine's M", `machine.rs`).
+                    if let Some(ctx) = ctx.filter(|c| ptr::eq(Arc::as_ptr(&c.shared), self)) {
+                        ctx.readied_elsewhere(home, g);
+                    }
+                }
             }
             return;
         }
