@@ -193,10 +193,17 @@ impl Jdk {
 impl Program {
     /// `java -Djdk.virtualThreadScheduler.parallelism=<procs> -cp <classes>
     /// <Class>`; the driver adds the size. The scheduler's maxPoolSize (the
-    /// extra carriers it may start while one is pinned) keeps its default.
+    /// extra carriers it may start while one is blocked in a call that
+    /// compensates: Go's Ms in system calls beyond GOMAXPROCS) keeps its
+    /// default. The two access flags are for S1, S2 and W10's blocking
+    /// calls (`Common.Syscall`: libc through `java.lang.foreign`, between
+    /// `jdk.internal.misc.Blocker.begin`/`end`); the other programs do not
+    /// use them.
     pub fn command(&self, procs: usize) -> Command {
         let mut c = Command::new(&self.java);
         c.arg(format!("-Djdk.virtualThreadScheduler.parallelism={procs}"))
+            .arg("--enable-native-access=ALL-UNNAMED")
+            .arg("--add-exports=java.base/jdk.internal.misc=ALL-UNNAMED")
             .arg("-cp")
             .arg(&self.classes)
             .arg(&self.class);

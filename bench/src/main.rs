@@ -35,8 +35,8 @@ options:
                    that may change thread: the unsafe Builder::migrate_goroutines),
                    gosched-go-chan (W2 only), gosched-async, gosched-threads,
                    gosched-pool, gosched-pool-func (W9 only), go, ants, ants-multi (W9
-                   only), java (W12 only), may, tokio, crossbeam, flume, kanal (the last
-                   four: W5 on plain threads)
+                   only), java (Java 25 virtual threads; every workload but T1), may,
+                   tokio, crossbeam, flume, kanal (the last four: W5 on plain threads)
   --timeout SECS   kill a measurement after this long (default 60)
   --chart          also draw an SVG chart per workload (target/bench/charts/<id>.svg)
 

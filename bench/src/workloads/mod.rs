@@ -102,12 +102,12 @@ impl Impl {
 
     /// Whether a ratio `self ÷ peer` is reported: goroutine rows race Go,
     /// Java's virtual threads, may and crossbeam-channel (plain threads);
-    /// async rows race tokio; pool rows race ants, plain Go goroutines and
-    /// tokio (behind a semaphore).
+    /// async rows race tokio; pool rows race ants, plain Go goroutines, Java
+    /// virtual threads and tokio (both behind a semaphore in W9).
     pub fn races(self, peer: Impl) -> bool {
         match self {
             Impl::GoschedPool | Impl::GoschedPoolFunc => {
-                matches!(peer, Impl::Ants | Impl::Go | Impl::Tokio)
+                matches!(peer, Impl::Ants | Impl::Go | Impl::Java | Impl::Tokio)
             }
             Impl::GoschedGo | Impl::GoschedGoMigrate | Impl::GoschedGoChan => {
                 matches!(peer, Impl::Go | Impl::Java | Impl::May | Impl::Crossbeam)
@@ -154,6 +154,11 @@ impl Impl {
                 | Impl::GoschedPool
                 | Impl::GoschedPoolFunc
         )
+    }
+
+    /// A goroutine pool row (W9 only).
+    pub fn is_pool(self) -> bool {
+        matches!(self, Impl::GoschedPool | Impl::GoschedPoolFunc)
     }
 
     /// A separate Go program (`bench/go`), not a mode of this binary.
@@ -362,11 +367,13 @@ impl Workload {
 
     /// Whether `imp` has an implementation of this workload (the thread +
     /// channel-crate peers are W5 only; may has no bounded channel for W5;
-    /// the goroutines-with-channels variant is W2 only; Java so far W12).
+    /// the goroutines-with-channels variant is W2 only; Java all but T1).
     pub fn runs(self, imp: Impl) -> bool {
         match self {
             _ if imp == Impl::GoschedGoChan => self == Workload::W2Skynet,
-            _ if imp == Impl::Java => self == Workload::W12Echo,
+            // Java (bench/java): every workload with a Go program but T1
+            // (Java has no timer channel, as tokio and may have none).
+            _ if imp == Impl::Java => self != Workload::T1After,
             // Pools: ants' benchmark rows, and the goroutine and tokio rows
             // that do the same without a pool (W9t: ants' throughput rows;
             // W9p: its parallel one, for the single pool only).
@@ -451,7 +458,8 @@ impl Workload {
                 Workload::W9Pool | Workload::W9tSubmit | Workload::W9pParallel,
                 Impl::GoschedGo | Impl::Go,
             ) => Some("no pool"),
-            (Workload::W9Pool, Impl::Tokio) => Some("semaphore"),
+            (Workload::W9tSubmit | Workload::W9pParallel, Impl::Java) => Some("no pool"),
+            (Workload::W9Pool, Impl::Tokio | Impl::Java) => Some("semaphore"),
             (Workload::W1Spawn, Impl::GoschedThreads) => Some("from a plain thread"),
             (_, i) if i.is_threads() => Some("threads"),
             _ => None,
@@ -475,6 +483,19 @@ impl Workload {
             }
             (Workload::W9Pool, Impl::Tokio) => Some(
                 "a tokio task per task behind a tokio::sync::Semaphore of 50,000 permits: tokio has no task pool",
+            ),
+            (Workload::W9Pool, Impl::Java) => Some(
+                "a virtual thread per task behind a java.util.concurrent.Semaphore of 50,000 permits: Java has no goroutine pool",
+            ),
+            (Workload::W9tSubmit, Impl::Java) => {
+                Some("one virtual thread per task, no pool (as Go's no-pool row)")
+            }
+            (Workload::W9pParallel, Impl::Java) => {
+                Some("each submitter starts one virtual thread per task, no pool")
+            }
+            (Workload::W10Syscall | Workload::S1Syscall | Workload::S2Getppid, Impl::Java) => Some(
+                "the libc call through java.lang.foreign between jdk.internal.misc.Blocker.begin/end, \
+                 as the JDK's own blocking I/O (a carrier may be added while one is blocked)",
             ),
             _ => None,
         }
@@ -1043,7 +1064,10 @@ mod tests {
             7_500
         );
         assert!(Impl::GoschedGo.races(Impl::Crossbeam) && !Impl::GoschedAsync.races(Impl::Go));
-        assert!(Workload::W12Echo.runs(Impl::Java) && !Workload::W1Spawn.runs(Impl::Java));
+        assert!(Workload::W12Echo.runs(Impl::Java) && Workload::W1Spawn.runs(Impl::Java));
+        assert!(Workload::W9pParallel.runs(Impl::Java) && !Workload::T1After.runs(Impl::Java));
+        assert_eq!(Workload::W9Pool.label(Impl::Java), Some("semaphore"));
+        assert!(Impl::GoschedPool.races(Impl::Java));
         // W9: the pools and ants run W9 (and W9t) only.
         assert_eq!(Workload::select("w9"), vec![Workload::W9Pool]);
         assert_eq!(Workload::select("w9t"), vec![Workload::W9tSubmit]);
