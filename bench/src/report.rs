@@ -5,6 +5,7 @@ use std::path::Path;
 
 use crate::driver::{Meta, Row, Status, WorkloadResult};
 use crate::json::{self, Obj};
+use crate::scaling::Scaling;
 use crate::workloads::{group, Impl};
 
 /// 1234.5 -> "1,234"; 12.34 -> "12.3"; 1.234 -> "1.23".
@@ -34,6 +35,15 @@ pub fn fmt_kb(kb: f64) -> String {
     }
 }
 
+/// A procs list: `2`, `1, 2, 4`.
+pub fn fmt_procs(procs: &[usize]) -> String {
+    procs
+        .iter()
+        .map(|p| p.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn fmt_ratio(r: Option<f64>) -> String {
     r.map(|r| format!("{r:.2}×")).unwrap_or_default()
 }
@@ -47,8 +57,8 @@ fn status_text(row: &Row) -> Option<String> {
     }
 }
 
-fn title(r: &WorkloadResult, procs: usize) -> String {
-    let w = r.workload;
+fn title(r: &WorkloadResult) -> String {
+    let (w, procs) = (r.workload, r.procs);
     format!(
         "{} {} — {} ({}, procs {})",
         w.id().to_uppercase(),
@@ -77,10 +87,10 @@ fn peers_of(r: &WorkloadResult) -> Vec<Impl> {
 }
 
 /// One workload as a console table.
-pub fn text_table(r: &WorkloadResult, procs: usize) -> String {
+pub fn text_table(r: &WorkloadResult) -> String {
     let w = r.workload;
     let mut out = String::new();
-    let _ = writeln!(out, "\n{}", title(r, procs));
+    let _ = writeln!(out, "\n{}", title(r));
     // The impl column fits the longest name (`gosched-go [no pool]`).
     let name_w = r
         .rows
@@ -139,7 +149,7 @@ fn why_or_none(s: Option<String>) -> String {
 
 fn header_line(meta: &Meta) -> String {
     let mut parts = vec![
-        format!("procs {}", meta.procs),
+        format!("procs {}", fmt_procs(&meta.procs)),
         if meta.quick {
             "quick sizes".into()
         } else {
@@ -157,8 +167,9 @@ fn header_line(meta: &Meta) -> String {
     parts.join(" · ")
 }
 
-/// All workloads as one Markdown table (what the README embeds).
-pub fn markdown(meta: &Meta, results: &[WorkloadResult]) -> String {
+/// All workloads as one Markdown table (what the README embeds), and the
+/// W11 table after it when asked for.
+pub fn markdown(meta: &Meta, results: &[WorkloadResult], scalings: &[Scaling]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# gosched-bench results\n");
     let _ = writeln!(
@@ -186,13 +197,17 @@ pub fn markdown(meta: &Meta, results: &[WorkloadResult]) -> String {
     );
     for r in results {
         let w = r.workload;
-        let label = format!(
+        let mut label = format!(
             "{} {} {} ({})",
             w.id().to_uppercase(),
             w.name(),
             group(r.size),
             w.unit()
         );
+        // Several procs in the run: each table says its own.
+        if meta.procs.len() > 1 {
+            let _ = write!(label, " · procs {}", r.procs);
+        }
         for row in &r.rows {
             let imp = if row.size != r.size {
                 format!("{} ({} units)", row_name(r, row), group(row.size))
@@ -231,11 +246,21 @@ pub fn markdown(meta: &Meta, results: &[WorkloadResult]) -> String {
             out.push('\n');
         }
     }
+    out.push_str(&crate::scaling::markdown(scalings));
     out
 }
 
 /// Everything, machine-readable.
-pub fn json(meta: &Meta, results: &[WorkloadResult], workspace: &Path) -> String {
+///
+/// `meta.procs` is the run's procs: a number, or an array when the run had
+/// several; each workload's table has its own `procs`, and `w11` (with
+/// `w11`) the scaling tables.
+pub fn json(
+    meta: &Meta,
+    results: &[WorkloadResult],
+    scalings: &[Scaling],
+    workspace: &Path,
+) -> String {
     let lock = std::fs::read_to_string(workspace.join("Cargo.lock")).unwrap_or_default();
     let versions = Obj::new()
         .str("tokio", &locked_version(&lock, "tokio").unwrap_or_default())
@@ -253,8 +278,12 @@ pub fn json(meta: &Meta, results: &[WorkloadResult], workspace: &Path) -> String
         .str("go", meta.go.as_deref().unwrap_or(""))
         .str("java", meta.java.as_deref().unwrap_or(""))
         .finish();
+    let procs = match meta.procs[..] {
+        [p] => p.to_string(),
+        ref ps => json::array(ps.iter().map(|p| p.to_string())),
+    };
     let meta_json = Obj::new()
-        .num("procs", meta.procs as u64)
+        .raw("procs", &procs)
         .bool("quick", meta.quick)
         .num("cores", cores() as u64)
         .str("cpu", &cpu_model())
@@ -315,7 +344,8 @@ pub fn json(meta: &Meta, results: &[WorkloadResult], workspace: &Path) -> String
         Obj::new()
             .str("id", w.id())
             .str("name", w.name())
-            .str("what", &w.describe(r.size, meta.procs))
+            .str("what", &w.describe(r.size, r.procs))
+            .num("procs", r.procs as u64)
             .num("size", r.size)
             .str("unit", w.unit())
             .raw("rows", &rows)
@@ -323,8 +353,11 @@ pub fn json(meta: &Meta, results: &[WorkloadResult], workspace: &Path) -> String
     }));
     let mut s = Obj::new()
         .raw("meta", &meta_json)
-        .raw("workloads", &workloads)
-        .finish();
+        .raw("workloads", &workloads);
+    if meta.w11 {
+        s = s.raw("w11", &crate::scaling::json(scalings));
+    }
+    let mut s = s.finish();
     s.push('\n');
     s
 }
@@ -383,6 +416,8 @@ mod tests {
         assert_eq!(fmt_num(12.34), "12.3");
         assert_eq!(fmt_num(1.234), "1.23");
         assert_eq!(fmt_kb(2048.0), "2.0 MiB");
+        assert_eq!(fmt_procs(&[2]), "2");
+        assert_eq!(fmt_procs(&[1, 2, 4]), "1, 2, 4");
         assert_eq!(
             locked_version("name = \"may\"\nversion = \"0.3.51\"\n", "may").as_deref(),
             Some("0.3.51")
