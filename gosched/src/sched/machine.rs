@@ -68,7 +68,11 @@
 //!   marked (`Machine::handed`), and the P passes through `nextp`; the M
 //!   runs it first, inheriting the slice. If the M is still on its way
 //!   there (`Machine::pless`: P-less, in the scheduler, not in a poll), we
-//!   wait for it up to `HANDOFF_WAIT`, yielding our core. Without this, a
+//!   wait for it up to `HANDOFF_WAIT`, yielding our core. Due timers run
+//!   first at every schedule, and a goroutine they ready on another M
+//!   becomes the candidate (in Go it would take `runnext`): a chain handing
+//!   one P back and forth otherwise starved a 1 ms ticker homed on either
+//!   M (`tests/handoff.rs`). Without the hand-off, a
 //!   goroutine pair split across two Ms on one P (a retake during a hog's
 //!   slice hands the P to a new M, which starts the unstarted goroutines)
 //!   got one exchange per step of whatever else the readier's M ran: Go's
@@ -494,6 +498,10 @@ pub(crate) struct MachineCtx {
     /// M: where our P goes if the poll ends the chain and that M waits for
     /// a P ("Hand-off to the readied goroutine's M").
     handoff: Cell<Option<(ptr::NonNull<Machine>, ptr::NonNull<super::task::Header>)>>,
+    /// Running this P's due timers at the top of `find_runnable`: a goroutine
+    /// they ready on another M becomes the hand-off candidate (in Go it
+    /// would take `runnext`, ahead of whatever the last poll readied).
+    in_top_timers: Cell<bool>,
 }
 
 impl MachineCtx {
@@ -641,6 +649,7 @@ fn mstart(shared: Arc<Shared>, m: Arc<Machine>, p: usize, spinning: bool) {
         next: Cell::new(None),
         localq: RefCell::new(VecDeque::new()),
         handoff: Cell::new(None),
+        in_top_timers: Cell::new(false),
     };
     // Uninstalled before `ctx` is dropped (declared after it).
     let _installed = context::install_machine(&ctx);
@@ -887,6 +896,8 @@ impl MachineCtx {
             }
             _ => {
                 self.p.set(None);
+                // The P was retaken: not ours to give at our next schedule.
+                self.handoff.set(None);
                 None
             }
         };
@@ -1026,8 +1037,10 @@ impl MachineCtx {
             }
             if self.is_locked() {
                 // `lock_os_thread`: only our homed goroutines (`lockos.rs`),
-                // which wait for a P their own way (no hand-off to us).
+                // which wait for a P their own way (no hand-off to us, nor
+                // from us: a candidate left from an earlier poll is dropped).
                 self.m.pless.store(false, Relaxed);
+                self.handoff.set(None);
                 match self.find_locked() {
                     Some(r) => return Some(r),
                     None => continue 'top,
@@ -1054,6 +1067,25 @@ impl MachineCtx {
                 }
                 continue 'top;
             };
+            let p = self.proc(pi);
+            p.set_owner(&self.m);
+
+            // 1. Due timers of this P and the global (P-less) heap — first,
+            // as in Go's `schedule`, also in a chain of hand-offs below (a
+            // split ping-pong pair handing one P back and forth starved a
+            // 1 ms ticker to under 150 ticks a second when they came after).
+            self.in_top_timers.set(true);
+            self.run_timers(p);
+            self.in_top_timers.set(false);
+
+            // Ms take turns: the goroutine our last poll (or a timer just
+            // now) readied on another M runs next if that M waits for a P
+            // and nothing of ours waits in `next` (Go's `runnext`).
+            if let Some((m, g)) = self.handoff.take() {
+                if self.hand_off_to_readied(pi, m, g) {
+                    continue 'top;
+                }
+            }
             if self.m.pless.load(Relaxed) {
                 self.m.pless.store(false, Relaxed);
                 // A P handed to us with the goroutine it readied: that runs
@@ -1063,23 +1095,11 @@ impl MachineCtx {
                     return Some((t, true));
                 }
             }
-            // Ms take turns: the goroutine our last poll readied on another
-            // M runs next if that M waits for a P and our chain ended (Go's
-            // `runnext`); another M's homed goroutines have waited for a P
-            // longer than `M_SLICE`.
-            if let Some((m, g)) = self.handoff.take() {
-                if self.hand_off_to_readied(pi, m, g) {
-                    continue 'top;
-                }
-            }
+            // Another M's homed goroutines have waited for a P longer than
+            // `M_SLICE`.
             if shared.want_p_since.load(Relaxed) != 0 && self.yield_p_to_waiter(pi) {
                 continue 'top;
             }
-            let p = self.proc(pi);
-            p.set_owner(&self.m);
-
-            // 1. Due timers of this P and the global (P-less) heap.
-            self.run_timers(p);
 
             // 2. Fairness: every 61st tick, one G from the global queue first
             // (once per tick: not again in the same tick after `place` sent
@@ -1515,6 +1535,9 @@ impl MachineCtx {
         // (`checkdead`), and a request would outlive its poll.
         self.m.parker.reset();
         preempt::clear(&self.m);
+        // No hand-off waits for a thread that is gone (a stale candidate
+        // pointing here would wait `HANDOFF_WAIT` for nothing).
+        self.m.pless.store(false, Relaxed);
         shared.nthreads.fetch_sub(1, AcqRel);
         shared.retire_m(&mut s, self.m.clone());
         self.retired.set(true);
@@ -1744,7 +1767,7 @@ impl MachineCtx {
     /// hand-off candidate (the last one wins, as in Go's `runnext`). Not
     /// from inside an in-place syscall (the P is not ours to give then).
     pub(super) fn readied_elsewhere(&self, m: &Machine, g: ptr::NonNull<super::task::Header>) {
-        if self.in_poll.get() && !self.in_syscall.get() {
+        if (self.in_poll.get() && !self.in_syscall.get()) || self.in_top_timers.get() {
             self.handoff.set(Some((ptr::NonNull::from(m), g)));
         }
     }
