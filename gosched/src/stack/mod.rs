@@ -34,13 +34,35 @@
 //! # Guards
 //!
 //! A guard page is installed when a stack is *carved* (handed out the first
-//! time), never in advance. Two mechanisms, chosen once per process by
-//! [`guard_mode`]:
+//! time), or a little ahead of that, never when a slab is mapped. Two
+//! mechanisms, chosen once per process by [`guard_mode`]:
 //!
-//! * [`GuardMode::Madvise`] — `madvise(MADV_GUARD_INSTALL)` (Linux ≥ 6.13)
-//!   writes a guard marker into the page table. It does not split the VMA, so a
-//!   slab stays one map however many guards it has. The guard stays for the
-//!   slab's whole life; free stacks keep it.
+//! * [`GuardMode::Madvise`] — `MADV_GUARD_INSTALL` (Linux ≥ 6.13) writes a
+//!   guard marker into the page table. It does not split the VMA, so a slab
+//!   stays one map however many guards it has. The guard stays for the
+//!   slab's whole life; free stacks keep it. Guards are installed in
+//!   batches ([`guard_install`], probed once): when the carving reaches a
+//!   stack without a guard, one `process_madvise(PIDFD_SELF, iov, n,
+//!   MADV_GUARD_INSTALL)` installs the guards of the next [`GUARD_BATCH`]
+//!   (64) stacks of the slab (`Slab::guards_to`), so one carve in 64 makes a
+//!   syscall. Without `process_madvise` on oneself (kernel < 6.13, seccomp;
+//!   a `pidfd_open` descriptor is tried before giving up), in a forked
+//!   child holding its parent's descriptor, or with
+//!   `GOSCHED_STACK_GUARD=madvise`: one `madvise` per carved stack. Why 64
+//!   and not the whole slab when it is first carved: a call costs less per
+//!   guard with more iovecs (C loop on Linux 6.18, 100,000 guards in 1 GiB
+//!   slabs of 260 KiB stacks, best of 3: one `madvise` each 1,178 ns/guard;
+//!   `process_madvise` of 16: 927 ns, of 64: 773 ns, of 256: 662 ns, of
+//!   1024: 878 ns; most of the rest is page-table allocation, once per
+//!   2 MiB, which the stacks' first touch would pay anyway), but a whole
+//!   slab (up to 4,033 stacks of 256 KiB, 65,000 of 16 KiB) would make the
+//!   goroutine that carves its first stack pay for thousands of guards that
+//!   may never be used. Measured (`bench/scripts/ab.py`, 9 interleaved runs
+//!   on a quiet 16-core machine, procs 2): W7 time to park 100,000
+//!   goroutines 308 → 247 ms against the previous version (per-stack
+//!   `madvise`); this version with `GOSCHED_STACK_GUARD=madvise` 264 ms;
+//!   1,024 per call instead of 64: W7 1.05×, W13 1.04×, W1 0.94×, all
+//!   within the noise.
 //! * [`GuardMode::Mprotect`] — the fallback when the probe `madvise` fails
 //!   (`EINVAL`: kernel < 6.13; any other error is treated alike, since the
 //!   fallback works everywhere), or when `GOSCHED_STACK_GUARD=mprotect` is set:
@@ -82,6 +104,10 @@
 //!   `madvise(MADV_DONTNEED)` (the guard is left alone). Reusing a cold stack
 //!   costs page faults but no syscall (mprotect mode: one `mprotect`).
 //!
+//! A slab whose carved stacks are all cold can leave the pool as a whole
+//! (unmapped by the scavenger, below); its entry in the slab table is then
+//! empty (`len == 0`) and reused by the next slab mapped.
+//!
 //! `alloc` prefers hot, then cold, then carves a new stack (mapping a new slab
 //! when the current one is full). Freeing never makes a syscall: a freed
 //! stack goes on the hot list, resident, however long the list grows.
@@ -104,14 +130,51 @@
 //! the stacks being released are in no list meanwhile. mprotect mode keeps
 //! one `madvise` + `mprotect` per stack (its guards must be given back).
 //! Once no list is over its bound, a last step (the sweep) also releases the
-//! stacks within the bounds that stayed free for two whole periods, and the
-//! scavenger ends by trimming the task allocator's depot and the C heap
+//! stacks within the bounds that stayed free for two whole periods, gives
+//! whole slabs back to the OS (below), shrinks the free lists that grew
+//! with the burst (100,000 entries are 2.3 MiB each), and the scavenger
+//! ends by trimming the task allocator's depot and the C heap
 //! (`sched/blocking.rs`, `trim_heap`). Measured (`gosched-bench w13 w8`,
 //! interleaved A/B against freeing with a `madvise` per stack past the
 //! bound, 5 reps): W13 churn 354 → 191 ms/round, W8 100,000 sleeps
-//! 547 → 170 ms, W2 0.74×, W1 1.01×. After a 100,000-goroutine burst
-//! (`examples/burst_rss.rs`) RSS goes 275 MiB → 6 MiB within 2 s (2 MiB
-//! before the burst); Go 1.27 still held 275 MiB 12 s after the same burst.
+//! 547 → 170 ms, W2 0.74×, W1 1.01×.
+//!
+//! **Whole-slab return.** In the sweep, a slab whose carved stacks are all
+//! cold or being released in that step (so none is out, none in a per-P
+//! cache, none hot) is taken out of the pool under the lock (its cold
+//! stacks leave the cold list, its capacity leaves the class, it leaves
+//! the overflow registry) and unmapped once the lock is released, which
+//! also frees its page tables: a guard marker keeps its page-table page
+//! alive, so 100,000 parked 256 KiB stacks hold about 48 MiB of page tables
+//! (VmPTE, not counted in VmRSS) that `MADV_DONTNEED` never frees. A slab
+//! stays when a stack of it is out — a per-P cache holds up to 32 stacks
+//! per class and nothing empties a cache when its P goes idle, so cached
+//! stacks pin their slabs: a review measured 5–8 of 8 slabs kept after
+//! 6,000 parked 64 KiB goroutines ended (2 Ps), none returned in about one
+//! run in ten (emptying an idle P's cache while the scavenger runs is the
+//! fix to try) — when it is its
+//! class's carving slab with uncarved room, when the class's promises need
+//! it (`committed + slack` must still fit in the remaining capacity, see
+//! "Reservations"), or when it was never carved (a spare mapped for
+//! promises costs no memory). Only the sweep returns slabs: when every
+//! step did, W13 (rounds of 100,000 goroutines, the scavenger running
+//! between them) unmapped slabs that the next round mapped, guarded and
+//! faulted in again: 1.30× per round (145 → 189 ms, same-run medians).
+//!
+//! After a 100,000-goroutine burst (`examples/burst_rss.rs`, 16-core
+//! machine, 3 runs each): RSS from 397-444 MiB (all parked) to 5.9-10.8 MiB
+//! 4 s after the burst (2.8 MiB before it; 10.2-14.9 MiB without
+//! whole-slab return), page tables 42-48 MiB → 4.8-5.1 MiB (unchanged
+//! without it); the scavenger thread used 103-131 ms of CPU in the 6 s
+//! after the burst, 1.7-2.2% of a core (62-132 ms without: the
+//! `MADV_DONTNEED` walk of 26 GB of slabs and freeing 100,000 pages
+//! dominate). Issue 25's targets are missed on both counts: RSS within 2×
+//! of the pre-burst level within 5 s (best run 5.9 against 5.6 MiB; what
+//! stays above is the C heap's free pages of a thread arena that
+//! `malloc_trim` keeps, not stacks'), and the scavenger at ≤ 1% of a core
+//! (spreading its work over more than 10 s would meet that and miss the
+//! 5 s). Go 1.27 (`GOMAXPROCS=2`) still held 277 MiB 6 s after the same
+//! burst.
 //!
 //! `MADV_DONTNEED` rather than `MADV_FREE`: the pages go at once, so RSS
 //! visibly follows the live goroutines (`MADV_FREE` keeps them counted until
@@ -167,14 +230,17 @@
 //!   `clamp(8 MiB / stride, 2, 32)` stacks per size class and moves the older
 //!   half to the pool when it overflows.
 //! * The overflow registry (`overflow`) is written here when a slab is
-//!   mapped (under the pool lock) or unmapped (in `Drop`, with `&mut self`),
-//!   and read lock-free by the SIGSEGV handler.
+//!   mapped or given back (`map_slab`, `unmap_fresh_slab`, the scavenger's
+//!   `take_empty_slabs`: all under the pool lock, always before `munmap`)
+//!   or unmapped by `Drop` (`&mut self`), and read lock-free by the
+//!   SIGSEGV handler.
 //! * [`GUARDED_STACKS`] (mprotect mode) is an atomic shared by all pools of
 //!   the process, because the map limit is per process.
 //!
 //! # Dropping the pool
 //!
-//! `Drop for StackPool` unmaps every slab that has no stack *out* and removes
+//! `Drop for StackPool` unmaps every slab still mapped that has no stack
+//! *out* (the scavenger may have returned others already) and removes
 //! it from the overflow registry. A slab with a stack still out (a goroutine
 //! still running, a [`StackCache`] not drained, or a [`Stack`] dropped
 //! without [`StackPool::free`]) is leaked: it stays mapped and registered, so
@@ -187,7 +253,7 @@ use std::fmt;
 use std::io;
 use std::num::NonZeroUsize;
 use std::ptr;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use corosensei::stack::StackPointer;
@@ -200,6 +266,15 @@ use overflow::SlabRegistration;
 /// (`MADV_GUARD_REMOVE` is 103; it is not needed: guards live as long as
 /// their slab.)
 pub(crate) const MADV_GUARD_INSTALL: libc::c_int = 102;
+
+/// `pidfd` naming the calling process in `process_madvise` (Linux 6.15,
+/// `PIDFD_SELF_THREAD_GROUP`): no descriptor to open, and still right in a
+/// forked child. Not in libc 0.2.191.
+const PIDFD_SELF: libc::c_int = -10001;
+
+/// Guards installed ahead of carving, with one `process_madvise` (see
+/// "Guards" at the top).
+const GUARD_BATCH: usize = 64;
 
 /// How slabs (and the guard probe) are mapped. `MAP_STACK` also implies
 /// `VM_NOHUGEPAGE` on Linux ≥ 6.7.
@@ -316,6 +391,103 @@ pub(crate) fn guard_mode() -> GuardMode {
         } else {
             GuardMode::Mprotect
         }
+    })
+}
+
+/// How madvise-mode guards are installed, probed once per process (see
+/// "Guards" at the top).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GuardInstall {
+    /// `process_madvise(pidfd, iov, n, MADV_GUARD_INSTALL)`: the guards of
+    /// up to [`GUARD_BATCH`] stacks in one call. `pid` is the process the
+    /// descriptor names (0 for [`PIDFD_SELF`]); a forked child, whose
+    /// inherited descriptor names its parent, installs one at a time.
+    Vector {
+        pidfd: libc::c_int,
+        pid: libc::pid_t,
+    },
+    /// `madvise(MADV_GUARD_INSTALL)`, one guard per call, as each stack is
+    /// carved (no `process_madvise`, or `GOSCHED_STACK_GUARD=madvise`).
+    PerPage,
+}
+
+/// The way this process installs madvise-mode guards, probed once: a
+/// `process_madvise` of `MADV_GUARD_INSTALL` on a scratch page through
+/// [`PIDFD_SELF`], else through a `pidfd_open` descriptor of this process;
+/// else (kernel < 6.13 for `process_madvise` of any advice on oneself, or a
+/// seccomp filter) [`GuardInstall::PerPage`].
+pub(crate) fn guard_install() -> GuardInstall {
+    static HOW: OnceLock<GuardInstall> = OnceLock::new();
+    *HOW.get_or_init(|| {
+        if guard_mode() != GuardMode::Madvise
+            || std::env::var_os("GOSCHED_STACK_GUARD").is_some_and(|v| v == "madvise")
+        {
+            return GuardInstall::PerPage;
+        }
+        let page = page_size();
+        // SAFETY: a fresh private anonymous mapping; no existing memory is
+        // affected.
+        let map = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                2 * page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                SLAB_MAP_FLAGS,
+                -1,
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return GuardInstall::PerPage;
+        }
+        let works = |pidfd: libc::c_int| {
+            let iov = libc::iovec {
+                iov_base: map,
+                iov_len: page,
+            };
+            // SAFETY: advice on the first page of our own scratch mapping;
+            // the kernel only reads the one iovec.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_process_madvise,
+                    pidfd,
+                    &iov as *const libc::iovec,
+                    1usize,
+                    MADV_GUARD_INSTALL,
+                    0u32,
+                )
+            };
+            r == page as libc::c_long
+        };
+        let how = if works(PIDFD_SELF) {
+            GuardInstall::Vector {
+                pidfd: PIDFD_SELF,
+                pid: 0,
+            }
+        } else {
+            // SAFETY: getpid has no preconditions; pidfd_open only returns
+            // a new descriptor (close-on-exec) or an error.
+            let (pid, fd) = unsafe {
+                let pid = libc::getpid();
+                (
+                    pid,
+                    libc::syscall(libc::SYS_pidfd_open, pid, 0u32) as libc::c_int,
+                )
+            };
+            if fd >= 0 && works(fd) {
+                // The descriptor stays open for the life of the process.
+                GuardInstall::Vector { pidfd: fd, pid }
+            } else {
+                if fd >= 0 {
+                    // SAFETY: the descriptor opened just above, used by nothing else.
+                    unsafe { libc::close(fd) };
+                }
+                GuardInstall::PerPage
+            }
+        };
+        // SAFETY: unmapping exactly the scratch mapping created above.
+        unsafe { libc::munmap(map, 2 * page) };
+        how
     })
 }
 
@@ -481,11 +653,14 @@ pub(crate) struct StackPoolStats {
     pub(crate) guard_mode: GuardMode,
     /// Slabs mapped (leaked ones included).
     pub(crate) slabs: usize,
+    /// Slabs the scavenger gave back to the OS (all their stacks cold).
+    pub(crate) slabs_returned: usize,
     /// Address space of those slabs, in bytes.
     pub(crate) mapped_bytes: usize,
     /// Size classes seen.
     pub(crate) size_classes: usize,
-    /// Stacks carved so far (each has had a guard installed).
+    /// Stacks carved from the slabs still mapped (each has its guard);
+    /// returned slabs' stacks are no longer counted.
     pub(crate) carved: usize,
     /// Stacks out of the pool (running goroutines and per-P caches).
     pub(crate) outstanding: usize,
@@ -505,6 +680,8 @@ pub(crate) struct StackPoolStats {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PoolConfig {
     pub(crate) guard_mode: GuardMode,
+    /// How madvise-mode guards are installed (ignored in mprotect mode).
+    pub(crate) guard_install: GuardInstall,
     /// The map limit used in mprotect mode.
     pub(crate) max_map_count: usize,
     /// Maps left to the rest of the process in mprotect mode.
@@ -520,6 +697,7 @@ impl Default for PoolConfig {
         let max_map_count = max_map_count();
         PoolConfig {
             guard_mode: guard_mode(),
+            guard_install: guard_install(),
             max_map_count,
             map_margin: (max_map_count / MAP_MARGIN_DIV).max(MAP_MARGIN_MIN),
             hot_max_stacks: HOT_MAX_STACKS,
@@ -542,6 +720,8 @@ struct Slot {
     guarded: bool,
 }
 
+/// A mapped slab, or (`len == 0`) the empty entry of one given back to the
+/// OS, whose index a new slab reuses (`PoolInner::returned`).
 struct Slab {
     start: usize,
     len: usize,
@@ -551,9 +731,34 @@ struct Slab {
     capacity: usize,
     /// Stacks of this slab that are out of the pool.
     outstanding: usize,
+    /// Carved stacks of this slab on their class's cold list.
+    cold: usize,
     /// mprotect mode: guards installed in this slab.
     guarded: usize,
+    /// madvise mode: the stacks `i < guards_to` have their guard (installed
+    /// ahead of carving, [`GUARD_BATCH`] at a time).
+    guards_to: usize,
     registration: Option<SlabRegistration>,
+}
+
+impl Slab {
+    /// The entry of a slab given back to the OS.
+    const EMPTY: Slab = Slab {
+        start: 0,
+        len: 0,
+        stride: 0,
+        carved: 0,
+        capacity: 0,
+        outstanding: 0,
+        cold: 0,
+        guarded: 0,
+        guards_to: 0,
+        registration: None,
+    };
+
+    fn is_mapped(&self) -> bool {
+        self.len != 0
+    }
 }
 
 struct SizeClass {
@@ -582,6 +787,10 @@ struct PoolInner {
     gen: u32,
     /// A scavenger is running or asked for (see `free_batch`).
     scavenging: bool,
+    /// Indices of `slabs` whose slab went back to the OS, for reuse.
+    returned: Vec<u32>,
+    /// Slabs given back to the OS so far.
+    slabs_returned: usize,
 }
 
 /// The per-runtime stack pool. See the top of this file.
@@ -590,6 +799,9 @@ pub(crate) struct StackPool {
     /// Per-P caches that may hold this pool's free stacks (the runtime's
     /// procs): their bound is kept free of reservations (`slack`).
     caches: AtomicUsize,
+    /// `process_madvise` failed outright after the probe worked: guards go
+    /// in one `madvise` per carve from then on (`install_guards`).
+    vector_failed: AtomicBool,
     config: PoolConfig,
     page: usize,
     id: u32,
@@ -614,8 +826,11 @@ impl StackPool {
                 slabs: Vec::new(),
                 gen: 0,
                 scavenging: false,
+                returned: Vec::new(),
+                slabs_returned: 0,
             }),
             caches: AtomicUsize::new(0),
+            vector_failed: AtomicBool::new(false),
             config,
             page: page_size(),
             id: NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed),
@@ -640,8 +855,10 @@ impl StackPool {
             return Ok(self.hand_out(&mut inner, ci, slot));
         }
         if let Some(mut slot) = inner.classes[ci].cold.pop() {
+            inner.slabs[slot.slab as usize].cold -= 1;
             if !slot.guarded {
                 if let Err(e) = self.guard_slot(&mut inner, slot.limit, slot.slab) {
+                    inner.slabs[slot.slab as usize].cold += 1;
                     inner.classes[ci].cold.push(slot);
                     return Err(e);
                 }
@@ -677,7 +894,8 @@ impl StackPool {
             let slab = &mut inner.slabs[stack.slab as usize];
             let limit = stack.limit.get();
             assert!(
-                limit >= slab.start
+                slab.is_mapped()
+                    && limit >= slab.start
                     && (limit - slab.start) % slab.stride == 0
                     && (limit - slab.start) / slab.stride < slab.carved
                     && slab.stride == size + self.page,
@@ -716,13 +934,16 @@ impl StackPool {
     /// before the previous step, oldest first, adjacent ones of a slab in
     /// one call. Once no list is over its bound, one last step (the sweep)
     /// also releases, within the bounds, the stacks free for two whole
-    /// periods. Returns whether to call again after a period; false ends
-    /// the scavenger (a later `free_batch` over a bound asks for a new one).
-    /// See "Scavenging" at the top.
+    /// periods, and gives back to the OS (`munmap`) every slab whose stacks
+    /// are then all free and released (`take_empty_slabs`). Returns
+    /// whether to call again after a period; false ends the scavenger (a
+    /// later `free_batch` over a bound asks for a new one). See
+    /// "Scavenging" at the top.
     pub(crate) fn scavenge(&self, max: usize) -> bool {
         // (class index, stride, slot) of the stacks to release.
         let mut release: Vec<(usize, usize, Slot)> = Vec::new();
         let mut sweep = false;
+        let unmap;
         {
             let mut inner = self.lock();
             let cur = inner.gen;
@@ -761,15 +982,29 @@ impl StackPool {
                         }
                     }
                 }
-                if release.is_empty() {
-                    inner.scavenging = false;
-                    return false;
-                }
                 sweep = true;
             }
+            unmap = if sweep {
+                self.take_empty_slabs(&mut inner, &mut release)
+            } else {
+                Vec::new()
+            };
+            if sweep {
+                // After the burst: the lists that grew with it shrink.
+                for class in &mut inner.classes {
+                    shrink_list(&mut class.hot);
+                    shrink_list(&mut class.cold);
+                }
+            }
+            if release.is_empty() && unmap.is_empty() && sweep {
+                inner.scavenging = false;
+                return false;
+            }
         }
-        // Syscalls outside the lock; these stacks are in no list meanwhile.
+        // Syscalls outside the lock; these stacks and slabs are in no list
+        // meanwhile.
         self.release_runs(&mut release);
+        self.unmap_slabs(&unmap);
         let mut inner = self.lock();
         for (ci, _, slot) in release {
             self.make_cold(&mut inner, ci, slot);
@@ -782,13 +1017,121 @@ impl StackPool {
         more
     }
 
+    /// Whole-slab return (lock held, in the sweep: the burst is over, so the
+    /// next one is not about to carve these stacks again): finds the slabs
+    /// whose carved stacks are all either cold or in `release` (so none is
+    /// out, in a per-P cache or hot), takes them out of every list and of
+    /// `release`, and returns them (start, length, mprotect guards) for
+    /// [`unmap_slabs`](Self::unmap_slabs) to unmap once the lock is
+    /// released. A slab stays when
+    ///
+    /// * it is its class's carving slab with uncarved room (the next burst
+    ///   carves from it without a new map), or
+    /// * its class's promises need it: `committed + slack` must still fit
+    ///   in the remaining `capacity` ("Reservations").
+    ///
+    /// Slabs never carved (spares mapped by `reserve`) cost no memory and
+    /// stay too. Sorts `release` by address.
+    fn take_empty_slabs(
+        &self,
+        inner: &mut PoolInner,
+        release: &mut Vec<(usize, usize, Slot)>,
+    ) -> Vec<(usize, usize, usize)> {
+        release.sort_unstable_by_key(|(_, _, s)| s.limit);
+        // Stacks of each slab in `release` (slabs are disjoint address
+        // ranges, so a slab's stacks are adjacent once sorted).
+        let mut picked: Vec<(u32, usize)> = Vec::new();
+        for (_, _, slot) in release.iter() {
+            match picked.last_mut() {
+                Some((slab, n)) if *slab == slot.slab => *n += 1,
+                _ => picked.push((slot.slab, 1)),
+            }
+        }
+        let mut unmap = Vec::new();
+        // Per slab index: taken out now. Per class: cold stacks to drop.
+        let mut gone = vec![false; inner.slabs.len()];
+        let mut cold_gone = vec![0usize; inner.classes.len()];
+        for idx in 0..inner.slabs.len() {
+            let slab = &inner.slabs[idx];
+            if !slab.is_mapped() || slab.carved == 0 || slab.outstanding != 0 {
+                continue;
+            }
+            let idx = idx as u32;
+            let in_release = picked
+                .iter()
+                .find(|(s, _)| *s == idx)
+                .map_or(0, |&(_, n)| n);
+            if slab.cold + in_release != slab.carved {
+                continue; // some stacks are hot
+            }
+            let Some(ci) = inner.classes.iter().position(|c| c.stride == slab.stride) else {
+                continue;
+            };
+            let class = &inner.classes[ci];
+            if class.carving == Some(idx) && slab.carved < slab.capacity {
+                continue;
+            }
+            let slack = self.slack(class.stride);
+            if class.capacity - slab.capacity < class.committed + slack {
+                continue;
+            }
+            let slab = std::mem::replace(&mut inner.slabs[idx as usize], Slab::EMPTY);
+            let class = &mut inner.classes[ci];
+            if class.carving == Some(idx) {
+                class.carving = None;
+            }
+            class.capacity -= slab.capacity;
+            cold_gone[ci] += slab.cold;
+            if let Some(registration) = slab.registration {
+                overflow::unregister_slab(registration);
+            }
+            inner.returned.push(idx);
+            inner.slabs_returned += 1;
+            unmap.push((slab.start, slab.len, slab.guarded));
+            gone[idx as usize] = true;
+        }
+        if unmap.is_empty() {
+            return unmap;
+        }
+        for (class, n) in inner.classes.iter_mut().zip(cold_gone) {
+            if n != 0 {
+                let before = class.cold.len();
+                class.cold.retain(|s| !gone[s.slab as usize]);
+                debug_assert_eq!(before - class.cold.len(), n);
+            }
+        }
+        release.retain(|(_, _, s)| !gone[s.slab as usize]);
+        unmap
+    }
+
+    /// Unmaps the slabs `take_empty_slabs` took out of the pool (lock not
+    /// held).
+    fn unmap_slabs(&self, unmap: &[(usize, usize, usize)]) {
+        for &(start, len, guarded) in unmap {
+            // SAFETY: the whole mapping of a slab that `take_empty_slabs`
+            // took out of the pool: none of its stacks is out (no
+            // goroutine, no per-P cache holds one) and none is in a list,
+            // so nothing uses or can hand out this memory; it left the
+            // overflow registry first.
+            let r = unsafe { libc::munmap(start as *mut libc::c_void, len) };
+            if r == 0 {
+                GUARDED_STACKS.fetch_sub(guarded, Ordering::Relaxed);
+            }
+            // Else (ENOMEM: splitting a larger mapping would pass
+            // vm.max_map_count) the slab stays mapped and is leaked:
+            // nothing refers to it and its pages were released, but its
+            // mprotect guards still cost maps, so they stay counted.
+        }
+    }
+
     /// A snapshot of the pool's counters.
     #[allow(dead_code)] // used by tests and the runtime's stats snapshot
     pub(crate) fn stats(&self) -> StackPoolStats {
         let inner = self.lock();
         StackPoolStats {
             guard_mode: self.config.guard_mode,
-            slabs: inner.slabs.len(),
+            slabs: inner.slabs.iter().filter(|s| s.is_mapped()).count(),
+            slabs_returned: inner.slabs_returned,
             mapped_bytes: inner.slabs.iter().map(|s| s.len).sum(),
             size_classes: inner.classes.len(),
             carved: inner.slabs.iter().map(|s| s.carved).sum(),
@@ -857,7 +1200,10 @@ impl StackPool {
         };
         let slab = &inner.slabs[slab_idx as usize];
         let limit = slab.start + slab.carved * slab.stride;
-        self.guard_slot(inner, limit, slab_idx)?;
+        match self.config.guard_mode {
+            GuardMode::Madvise => self.guard_ahead(&mut inner.slabs[slab_idx as usize])?,
+            GuardMode::Mprotect => self.guard_slot(inner, limit, slab_idx)?,
+        }
         inner.slabs[slab_idx as usize].carved += 1;
         let slot = Slot {
             limit,
@@ -876,12 +1222,15 @@ impl StackPool {
         let stride = class.stride;
         let stacks = stacks.min(self.config.max_slab_bytes / stride).max(1);
         let len = stacks * stride;
-        let slab_idx = u32::try_from(inner.slabs.len()).map_err(|_| {
-            StackError::Mmap(io::Error::new(
-                io::ErrorKind::OutOfMemory,
-                "too many stack slabs",
-            ))
-        })?;
+        let slab_idx = match inner.returned.last() {
+            Some(&i) => i,
+            None => u32::try_from(inner.slabs.len()).map_err(|_| {
+                StackError::Mmap(io::Error::new(
+                    io::ErrorKind::OutOfMemory,
+                    "too many stack slabs",
+                ))
+            })?,
+        };
         // SAFETY: a fresh private anonymous mapping at an address of the
         // kernel's choice; no existing memory is affected.
         let map = unsafe {
@@ -903,16 +1252,24 @@ impl StackPool {
         unsafe { libc::madvise(map, len, libc::MADV_NOHUGEPAGE) };
         let start = map as usize;
         let registration = overflow::register_slab(start, start + len, stride, self.page);
-        inner.slabs.push(Slab {
+        let slab = Slab {
             start,
             len,
             stride,
             carved: 0,
             capacity: stacks,
             outstanding: 0,
+            cold: 0,
             guarded: 0,
+            guards_to: 0,
             registration,
-        });
+        };
+        if slab_idx as usize == inner.slabs.len() {
+            inner.slabs.push(slab);
+        } else {
+            inner.returned.pop();
+            inner.slabs[slab_idx as usize] = slab;
+        }
         let class = &mut inner.classes[ci];
         class.capacity += stacks;
         class.next_slab_stacks = class.next_slab_stacks.max(stacks.saturating_mul(2));
@@ -921,10 +1278,15 @@ impl StackPool {
 
     /// Takes back the slab `map_slab` just mapped for `reserve` (nothing was
     /// carved from it, nothing refers to it).
-    fn unmap_last_slab(&self, inner: &mut PoolInner, ci: usize, slab_idx: u32) {
-        debug_assert_eq!(slab_idx as usize + 1, inner.slabs.len());
-        let Some(mut slab) = inner.slabs.pop() else {
-            return;
+    fn unmap_fresh_slab(&self, inner: &mut PoolInner, ci: usize, slab_idx: u32) {
+        let mut slab = if slab_idx as usize + 1 == inner.slabs.len() {
+            let Some(slab) = inner.slabs.pop() else {
+                return;
+            };
+            slab
+        } else {
+            inner.returned.push(slab_idx);
+            std::mem::replace(&mut inner.slabs[slab_idx as usize], Slab::EMPTY)
         };
         debug_assert_eq!(slab.carved, 0);
         if let Some(registration) = slab.registration.take() {
@@ -979,7 +1341,7 @@ impl StackPool {
                 let err = match self.map_slab(&mut inner, ci, stacks) {
                     Ok(slab) if headroom_left() => break slab,
                     Ok(slab) => {
-                        self.unmap_last_slab(&mut inner, ci, slab);
+                        self.unmap_fresh_slab(&mut inner, ci, slab);
                         StackError::Mmap(io::Error::from_raw_os_error(libc::ENOMEM))
                     }
                     Err(e) => e,
@@ -1039,6 +1401,7 @@ impl StackPool {
 
     /// Installs the guard page at `limit` (the lowest page of a carved or
     /// cold stack of slab `slab`), within the map budget in mprotect mode.
+    /// (madvise mode carves through `guard_ahead`, which batches.)
     fn guard_slot(&self, inner: &mut PoolInner, limit: usize, slab: u32) -> Result<(), StackError> {
         match self.config.guard_mode {
             GuardMode::Madvise => {
@@ -1078,6 +1441,126 @@ impl StackPool {
                 }
             }
         }
+    }
+
+    /// madvise mode: makes sure the next stack to carve from `slab` has its
+    /// guard. With [`GuardInstall::Vector`] the guards of the next
+    /// [`GUARD_BATCH`] stacks go in with one `process_madvise`, so only one
+    /// carve in 64 makes a syscall; per page otherwise.
+    fn guard_ahead(&self, slab: &mut Slab) -> Result<(), StackError> {
+        let next = slab.carved;
+        if next < slab.guards_to {
+            return Ok(());
+        }
+        let end = match self.config.guard_install {
+            GuardInstall::Vector { .. } => (next + GUARD_BATCH).min(slab.capacity),
+            GuardInstall::PerPage => next + 1,
+        };
+        let installed = self.install_guards(slab.start, slab.stride, next, end)?;
+        slab.guards_to = next + installed;
+        Ok(())
+    }
+
+    /// Installs the guards of the stacks `from..to` of a slab at `start`
+    /// (none of them carved: nobody uses those pages). Returns how many,
+    /// counted from `from`: at least one, or the error of the first.
+    fn install_guards(
+        &self,
+        start: usize,
+        stride: usize,
+        from: usize,
+        to: usize,
+    ) -> Result<usize, StackError> {
+        let per_page = |i: usize| {
+            // SAFETY: the guard page of an uncarved stack slot inside our
+            // slab: nobody uses this page; the advice only writes a guard
+            // marker into its page-table entry.
+            retry_eintr(|| unsafe {
+                libc::madvise(
+                    (start + i * stride) as *mut libc::c_void,
+                    self.page,
+                    MADV_GUARD_INSTALL,
+                )
+            })
+            .map_err(StackError::Guard)
+        };
+        let GuardInstall::Vector { pidfd, pid } = self.config.guard_install else {
+            per_page(from)?;
+            return Ok(1);
+        };
+        if self.vector_failed.load(Ordering::Relaxed) {
+            // `process_madvise` failed outright after the probe worked (the
+            // descriptor was closed behind our back, a seccomp filter came
+            // later): one guard per carve from then on.
+            per_page(from)?;
+            return Ok(1);
+        }
+        // SAFETY: getpid has no preconditions.
+        if pid != 0 && pid != unsafe { libc::getpid() } {
+            // A forked child: the inherited pidfd names the parent.
+            per_page(from)?;
+            return Ok(1);
+        }
+        let iov: Vec<libc::iovec> = (from..to)
+            .map(|i| libc::iovec {
+                iov_base: (start + i * stride) as *mut libc::c_void,
+                iov_len: self.page,
+            })
+            .collect();
+        let want = iov.len() * self.page;
+        let mut done = 0;
+        let mut tries = 0;
+        let mut last_err = None;
+        while done < want {
+            let first = done / self.page;
+            // SAFETY: every iovec is the guard page of an uncarved stack
+            // slot of our slab (as in `per_page`). `pidfd` names this
+            // process unless the application closed it and its number was
+            // reused: the kernel refuses this advice on another process's
+            // memory (EINVAL), so at worst the call fails. It only reads
+            // the `iov.len() - first` iovecs (at most GUARD_BATCH, below
+            // IOV_MAX).
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_process_madvise,
+                    pidfd,
+                    iov[first..].as_ptr(),
+                    iov.len() - first,
+                    MADV_GUARD_INSTALL,
+                    0u32,
+                )
+            };
+            if r > 0 {
+                // Whole iovecs only: each is one page (none: no progress).
+                let pages = r as usize / self.page;
+                if pages == 0 {
+                    break;
+                }
+                done += pages * self.page;
+                continue;
+            }
+            let e = io::Error::last_os_error();
+            last_err = e.raw_os_error();
+            tries += 1;
+            if r < 0 && matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN)) && tries < 100
+            {
+                continue;
+            }
+            break;
+        }
+        if done == 0 {
+            if matches!(
+                last_err,
+                Some(libc::EBADF | libc::EINVAL | libc::ENOSYS | libc::EPERM | libc::ESRCH)
+            ) {
+                self.vector_failed.store(true, Ordering::Relaxed);
+            }
+            // The one that matters is the stack about to be carved: get
+            // its own error (or its guard) from a plain madvise.
+            per_page(from)?;
+            return Ok(1);
+        }
+        Ok(done / self.page)
     }
 
     fn map_count_error(&self) -> StackError {
@@ -1172,6 +1655,7 @@ impl StackPool {
             inner.slabs[slot.slab as usize].guarded -= 1;
             GUARDED_STACKS.fetch_sub(1, Ordering::Relaxed);
         }
+        inner.slabs[slot.slab as usize].cold += 1;
         inner.classes[ci].cold.push(slot);
     }
 
@@ -1208,7 +1692,7 @@ impl Drop for StackPool {
             GUARDS_COMMITTED.fetch_sub(left, Ordering::Relaxed);
         }
         for slab in &mut inner.slabs {
-            if slab.outstanding != 0 {
+            if slab.outstanding != 0 || !slab.is_mapped() {
                 continue;
             }
             if let Some(registration) = slab.registration.take() {
@@ -1247,6 +1731,46 @@ const CREDIT_BATCH: usize = 32;
 /// Most stacks of stride `stride` one per-P cache holds.
 fn cache_limit(stride: usize) -> usize {
     (CACHE_MAX_BYTES / stride).clamp(CACHE_MIN_STACKS, CACHE_MAX_STACKS)
+}
+
+/// Gives back most of a list's spare capacity once it holds a quarter or
+/// less of it (a burst of 100,000 stacks grows a list to 2.3 MiB).
+fn shrink_list<L: ShrinkList>(list: &mut L) {
+    let (len, cap) = (list.len(), list.capacity());
+    if cap > 256 && len < cap / 4 {
+        list.shrink_to(len * 2);
+    }
+}
+
+/// The free lists' operations [`shrink_list`] needs.
+trait ShrinkList {
+    fn len(&self) -> usize;
+    fn capacity(&self) -> usize;
+    fn shrink_to(&mut self, cap: usize);
+}
+
+impl<T> ShrinkList for Vec<T> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+    fn capacity(&self) -> usize {
+        Vec::capacity(self)
+    }
+    fn shrink_to(&mut self, cap: usize) {
+        Vec::shrink_to(self, cap)
+    }
+}
+
+impl<T> ShrinkList for VecDeque<T> {
+    fn len(&self) -> usize {
+        VecDeque::len(self)
+    }
+    fn capacity(&self) -> usize {
+        VecDeque::capacity(self)
+    }
+    fn shrink_to(&mut self, cap: usize) {
+        VecDeque::shrink_to(self, cap)
+    }
 }
 
 /// Least address space that `reserve` leaves free for the rest of the
@@ -1495,6 +2019,60 @@ pub(crate) mod tests {
                 let v = unsafe { ptr::read_volatile(guard as *const u8) };
                 eprintln!("read {v}: the guard is gone");
             }
+            "guard-of-batch" | "guard-per-page" => {
+                // Guards installed ahead of carving (one process_madvise for
+                // 64 stacks), or one madvise per carved stack: the guard of
+                // the first stack of the second batch must fault.
+                let guard_install = if mode == "guard-per-page" {
+                    GuardInstall::PerPage
+                } else {
+                    guard_install()
+                };
+                let pool = StackPool::with_config(PoolConfig {
+                    guard_install,
+                    ..PoolConfig::default()
+                });
+                let stacks: Vec<_> = (0..GUARD_BATCH + 2)
+                    .map(|_| pool.alloc(16 * 1024).unwrap())
+                    .collect();
+                let guard = stacks[GUARD_BATCH].limit.get();
+                eprintln!("carved; reading a guard ({guard_install:?})");
+                // SAFETY: deliberately reads a guard page: must fault.
+                let v = unsafe { ptr::read_volatile(guard as *const u8) };
+                eprintln!("read {v}: the guard is missing");
+            }
+            "slab-return" => {
+                // No other test runs in this process, so nothing can map the
+                // holes between munmap and the check.
+                let pool = StackPool::with_config(PoolConfig {
+                    first_slab_stacks: 4,
+                    hot_max_stacks: 4,
+                    ..PoolConfig::default()
+                });
+                let stacks: Vec<_> = (0..4 + 8 + 10)
+                    .map(|_| pool.alloc(16 * 1024).unwrap())
+                    .collect();
+                for s in &stacks {
+                    touch(s);
+                }
+                let ranges = slab_range(&pool);
+                assert_eq!(ranges.len(), 3);
+                let _ = pool.free_batch(stacks);
+                let mut steps = 0;
+                while pool.scavenge(usize::MAX) {
+                    steps += 1;
+                    assert!(steps < 10, "the scavenger never ends");
+                }
+                // The two full slabs went back; the one being carved stays.
+                let st = pool.stats();
+                assert_eq!((st.slabs, st.slabs_returned), (1, 2), "{st:?}");
+                for &(lo, hi) in &ranges[..2] {
+                    let err = resident_pages(lo, hi - lo).unwrap_err();
+                    assert_eq!(err.raw_os_error(), Some(libc::ENOMEM), "{lo:#x}-{hi:#x}");
+                    assert_eq!(maps_overlapping(lo, hi), 0);
+                    assert!(overflow::lookup_guard(lo).is_none());
+                }
+            }
             "pool-drop" => {
                 // No other test runs in this process, so nothing can map the
                 // holes between munmap and the check.
@@ -1565,6 +2143,7 @@ pub(crate) mod tests {
         inner
             .slabs
             .iter()
+            .filter(|s| s.is_mapped())
             .map(|s| (s.start, s.start + s.len))
             .collect()
     }
@@ -1693,6 +2272,8 @@ pub(crate) mod tests {
         let _serial = serial();
         let pool = StackPool::with_config(PoolConfig {
             hot_max_stacks: 8,
+            // Room left in the slab: it stays when all its stacks are cold.
+            first_slab_stacks: 128,
             ..PoolConfig::default()
         });
         let size = 256 * 1024;
@@ -1930,6 +2511,123 @@ pub(crate) mod tests {
         // The slab with a stack out is leaked: still mapped, still guarded.
         touch(&b);
         assert!(overflow::lookup_guard(b.limit.get()).is_some());
+    }
+
+    #[test]
+    fn batched_guards_fault() {
+        if guard_mode() != GuardMode::Madvise {
+            eprintln!("MADV_GUARD_INSTALL unsupported; skipping");
+            return;
+        }
+        for mode in ["guard-of-batch", "guard-per-page"] {
+            let out = run_child(module_path!(), mode);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                stderr.contains("carved; reading a guard"),
+                "{mode}: {stderr}"
+            );
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(out.status.signal(), Some(libc::SIGSEGV), "{mode}: {stderr}");
+        }
+    }
+
+    /// Guards go in ahead of carving, a batch at a time, only as far as the
+    /// carving has got: a slab that is never used costs no guards.
+    #[test]
+    fn guards_are_installed_in_batches() {
+        if guard_mode() != GuardMode::Madvise {
+            eprintln!("MADV_GUARD_INSTALL unsupported; skipping");
+            return;
+        }
+        let _serial = serial();
+        let pool = StackPool::with_config(PoolConfig {
+            first_slab_stacks: 1024,
+            ..PoolConfig::default()
+        });
+        let guards_to = |pool: &StackPool| {
+            let inner = pool.lock();
+            inner.slabs.iter().map(|s| s.guards_to).collect::<Vec<_>>()
+        };
+        pool.reserve(16 * 1024, 1000).unwrap();
+        assert!(
+            guards_to(&pool).iter().all(|&g| g == 0),
+            "a promise installed guards"
+        );
+        let a = pool.alloc(16 * 1024).unwrap();
+        let batch = match guard_install() {
+            GuardInstall::Vector { .. } => GUARD_BATCH,
+            GuardInstall::PerPage => 1,
+        };
+        let slab = a.slab as usize;
+        assert_eq!(guards_to(&pool)[slab], batch);
+        let more: Vec<_> = (0..batch).map(|_| pool.alloc(16 * 1024).unwrap()).collect();
+        assert_eq!(guards_to(&pool)[slab], 2 * batch);
+        let _ = pool.free(a);
+        let _ = pool.free_batch(more);
+        pool.unreserve(16 * 1024, 1000);
+    }
+
+    /// Whole-slab return: a slab whose stacks are all free and released
+    /// is unmapped (checked in a child: `slab-return`); one with a stack out
+    /// (a goroutine's, or a per-P cache's) stays, and so does one the
+    /// promises need.
+    #[test]
+    fn empty_slabs_go_back_to_the_os() {
+        assert_child_passed(&run_child(module_path!(), "slab-return"));
+        let _serial = serial();
+        let pool = StackPool::with_config(PoolConfig {
+            first_slab_stacks: 4,
+            hot_max_stacks: 4,
+            ..PoolConfig::default()
+        });
+        let size = 16 * 1024;
+        let scavenge = |pool: &StackPool| {
+            for _ in 0..4 {
+                let _ = pool.scavenge(usize::MAX);
+            }
+        };
+        let mut stacks: Vec<_> = (0..4 + 8 + 10).map(|_| pool.alloc(size).unwrap()).collect();
+        // One stack of the first slab stays out (a per-P cache holds it).
+        let kept = stacks.remove(0);
+        let _ = pool.free_batch(stacks);
+        scavenge(&pool);
+        // The full second slab went back, the one being carved stays.
+        let st = pool.stats();
+        assert_eq!((st.slabs, st.slabs_returned), (2, 1), "{st:?}");
+        assert_eq!((st.free_hot, st.free_cold), (0, 3 + 10), "{st:?}");
+        let _ = pool.free(kept);
+        // Promises that need every stack of the two slabs keep them.
+        let granted = pool.reserve(size, 4 + 16).unwrap();
+        assert_eq!(granted, 4 + 16);
+        scavenge(&pool);
+        let st = pool.stats();
+        assert_eq!(
+            (st.slabs, st.slabs_returned, st.free_cold),
+            (2, 1, 4 + 10),
+            "{st:?}"
+        );
+        // Without them the first one goes back.
+        pool.unreserve(size, granted);
+        let again = pool.alloc(size).unwrap(); // a cold stack is reused...
+        let _ = pool.free(again); // ...and scavenged again
+        scavenge(&pool);
+        let st = pool.stats();
+        assert_eq!(
+            (st.slabs, st.slabs_returned, st.free_cold),
+            (1, 2, 10),
+            "{st:?}"
+        );
+        // The pool still works: its cold stacks, then new slabs (which
+        // reuse the returned slabs' entries).
+        let stacks: Vec<_> = (0..40).map(|_| pool.alloc(size).unwrap()).collect();
+        for s in &stacks {
+            touch(s);
+            assert!(overflow::lookup_guard(s.limit.get()).is_some());
+        }
+        let st = pool.stats();
+        assert_eq!(st.outstanding, 40, "{st:?}");
+        assert_eq!(pool.lock().slabs.len(), 3, "returned entries are reused");
+        let _ = pool.free_batch(stacks);
     }
 
     #[test]

@@ -19,7 +19,8 @@
 //!
 //! * **Slab registry** — a fixed array of [`REGISTRY_SLOTS`] entries
 //!   `[start, end), stride, guard` written by the stack pool when it maps a
-//!   slab (under the pool lock) or unmaps one (in the pool's `Drop`), and
+//!   slab or gives one back (under the pool lock, before `munmap`) or
+//!   unmaps one in the pool's `Drop`, and
 //!   read lock-free by the handler. A slot
 //!   is claimed with a CAS on `claimed`; its fields are published through a
 //!   per-slot sequence lock (`seq` odd while written) so that a reader never
