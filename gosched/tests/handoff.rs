@@ -280,7 +280,8 @@ fn stress_pairs_one_p() {
             .unwrap();
         // Split the pairs on 2 Ps, then run them on one.
         let t = Instant::now();
-        rt.block_on(rt.go(|| gosched::runtime::set_procs(1))).unwrap();
+        rt.block_on(rt.go(|| gosched::runtime::set_procs(1)))
+            .unwrap();
         pairs_under_churn(&rt, 4, 3_000, 0, false);
         eprintln!("round {round}: {:?}", t.elapsed());
         assert!(
