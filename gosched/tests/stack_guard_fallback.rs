@@ -17,6 +17,8 @@
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
+mod common;
+
 use std::time::Duration;
 
 const CHILD_ENV: &str = "GOSCHED_TEST_GUARD_FALLBACK_CHILD";
@@ -85,15 +87,6 @@ fn pidfds_open() -> usize {
         .count()
 }
 
-#[inline(never)]
-fn recurse(n: u64) -> u64 {
-    let buf = std::hint::black_box([n as u8; 512]);
-    if n == u64::MAX {
-        return 0;
-    }
-    recurse(n + 1) + buf[7] as u64
-}
-
 #[test]
 fn guard_fallback_child() {
     let Some(mode) = std::env::var_os(CHILD_ENV) else {
@@ -149,7 +142,9 @@ fn guard_fallback_child() {
     }
     eprintln!("{mode}: 270 parked; overflowing the next");
     let h = gosched::Go::new().name("fallback-overflow");
-    let h = rt.block_on(rt.go(move || h.spawn(|| recurse(0)))).unwrap();
+    let h = rt
+        .block_on(rt.go(move || h.spawn(|| common::recurse(0))))
+        .unwrap();
     let _ = rt.block_on(h);
     drop(c);
     unreachable!("the overflow must abort the process");

@@ -5,15 +5,6 @@ mod common;
 
 const CHILD_ENV: &str = "GOSCHED_TEST_OVERFLOW_CHILD";
 
-#[inline(never)]
-fn recurse(n: u64) -> u64 {
-    let buf = std::hint::black_box([n as u8; 512]);
-    if n == u64::MAX {
-        return 0;
-    }
-    recurse(n + 1) + buf[7] as u64
-}
-
 #[test]
 fn overflow_child() {
     if std::env::var_os(CHILD_ENV).is_none() {
@@ -23,7 +14,9 @@ fn overflow_child() {
     let h = gosched::Go::new()
         .name("deep-recursion")
         .stack_size(64 * 1024);
-    let h = rt.block_on(rt.go(move || h.spawn(|| recurse(0)))).unwrap();
+    let h = rt
+        .block_on(rt.go(move || h.spawn(|| common::recurse(0))))
+        .unwrap();
     let _ = rt.block_on(h);
     unreachable!("the overflow must abort the process");
 }

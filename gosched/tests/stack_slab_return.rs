@@ -5,6 +5,8 @@
 //! registry follows the reuse). Every mode runs in a child process so that
 //! `GOSCHED_STACK_GUARD` can be set per run.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 const CHILD_ENV: &str = "GOSCHED_TEST_SLAB_RETURN_CHILD";
@@ -114,15 +116,6 @@ fn bursts_race_the_sweep_child() {
     eprintln!("race: ok");
 }
 
-#[inline(never)]
-fn recurse(n: u64) -> u64 {
-    let buf = std::hint::black_box([n as u8; 512]);
-    if n == u64::MAX {
-        return 0;
-    }
-    recurse(n + 1) + buf[7] as u64
-}
-
 #[test]
 fn overflow_after_slab_reuse_child() {
     if std::env::var_os(CHILD_ENV).as_deref() != Some("overflow".as_ref()) {
@@ -170,7 +163,9 @@ fn overflow_after_slab_reuse_child() {
     let h = gosched::Go::new()
         .name("after-slab-reuse")
         .stack_size(64 * 1024);
-    let h = rt.block_on(rt.go(move || h.spawn(|| recurse(0)))).unwrap();
+    let h = rt
+        .block_on(rt.go(move || h.spawn(|| common::recurse(0))))
+        .unwrap();
     let _ = rt.block_on(h);
     unreachable!("the overflow must abort the process");
 }

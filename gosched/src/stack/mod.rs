@@ -352,6 +352,24 @@ pub(crate) fn page_size() -> usize {
     page
 }
 
+/// Two fresh pages for a probe (`guard_mode`, `guard_install`); the caller
+/// unmaps them. `None` if they cannot be mapped.
+fn scratch_pages(page: usize) -> Option<*mut libc::c_void> {
+    // SAFETY: a fresh private anonymous mapping; no existing memory is
+    // affected.
+    let map = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            2 * page,
+            libc::PROT_READ | libc::PROT_WRITE,
+            SLAB_MAP_FLAGS,
+            -1,
+            0,
+        )
+    };
+    (map != libc::MAP_FAILED).then_some(map)
+}
+
 /// The guard mechanism of this process, probed once: map two pages and try
 /// `MADV_GUARD_INSTALL` on the first. `GOSCHED_STACK_GUARD=mprotect` forces
 /// the fallback (to test it on a new kernel).
@@ -362,22 +380,10 @@ pub(crate) fn guard_mode() -> GuardMode {
             return GuardMode::Mprotect;
         }
         let page = page_size();
-        // SAFETY: a fresh private anonymous mapping; no existing memory is
-        // affected.
-        let map = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                2 * page,
-                libc::PROT_READ | libc::PROT_WRITE,
-                SLAB_MAP_FLAGS,
-                -1,
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
+        let Some(map) = scratch_pages(page) else {
             // Cannot even probe: the fallback is always correct.
             return GuardMode::Mprotect;
-        }
+        };
         // SAFETY: `map` is our own 2-page mapping from above; the advice only
         // changes that page's page-table entries.
         let ok = unsafe { libc::madvise(map, page, MADV_GUARD_INSTALL) } == 0;
@@ -425,21 +431,9 @@ pub(crate) fn guard_install() -> GuardInstall {
             return GuardInstall::PerPage;
         }
         let page = page_size();
-        // SAFETY: a fresh private anonymous mapping; no existing memory is
-        // affected.
-        let map = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                2 * page,
-                libc::PROT_READ | libc::PROT_WRITE,
-                SLAB_MAP_FLAGS,
-                -1,
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
+        let Some(map) = scratch_pages(page) else {
             return GuardInstall::PerPage;
-        }
+        };
         let works = |pidfd: libc::c_int| {
             let iov = libc::iovec {
                 iov_base: map,

@@ -99,3 +99,14 @@ pub fn within<T: Send + 'static>(
         Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked (see above)"),
     }
 }
+
+/// Recurse with 512 bytes a frame until the stack overflows (the stack
+/// tests' guard hit; never returns in practice).
+#[inline(never)]
+pub fn recurse(n: u64) -> u64 {
+    let buf = std::hint::black_box([n as u8; 512]);
+    if n == u64::MAX {
+        return 0;
+    }
+    recurse(n + 1) + buf[7] as u64
+}
