@@ -141,13 +141,8 @@ fn guard_fallback_child() {
         std::thread::sleep(Duration::from_millis(5));
     }
     eprintln!("{mode}: 270 parked; overflowing the next");
-    let h = gosched::Go::new().name("fallback-overflow");
-    let h = rt
-        .block_on(rt.go(move || h.spawn(|| common::recurse(0))))
-        .unwrap();
-    let _ = rt.block_on(h);
-    drop(c);
-    unreachable!("the overflow must abort the process");
+    let _keep = c;
+    common::overflow_in(&rt, gosched::Go::new().name("fallback-overflow"));
 }
 
 #[test]

@@ -11,14 +11,10 @@ fn overflow_child() {
         return; // only meaningful as the child of the test below
     }
     let rt = gosched::Builder::new().procs(1).build().unwrap();
-    let h = gosched::Go::new()
+    let go = gosched::Go::new()
         .name("deep-recursion")
         .stack_size(64 * 1024);
-    let h = rt
-        .block_on(rt.go(move || h.spawn(|| common::recurse(0))))
-        .unwrap();
-    let _ = rt.block_on(h);
-    unreachable!("the overflow must abort the process");
+    common::overflow_in(&rt, go);
 }
 
 #[test]

@@ -160,14 +160,10 @@ fn overflow_after_slab_reuse_child() {
     }
     // New slabs reuse the returned entries; then a goroutine overflows.
     let (_c2, _hs2) = burst(&rt, true);
-    let h = gosched::Go::new()
+    let go = gosched::Go::new()
         .name("after-slab-reuse")
         .stack_size(64 * 1024);
-    let h = rt
-        .block_on(rt.go(move || h.spawn(|| common::recurse(0))))
-        .unwrap();
-    let _ = rt.block_on(h);
-    unreachable!("the overflow must abort the process");
+    common::overflow_in(&rt, go);
 }
 
 fn run(mode: &str, guard: Option<&str>) -> std::process::Output {

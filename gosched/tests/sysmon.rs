@@ -634,21 +634,7 @@ fn ping_pong_once(rt: gosched::Runtime) -> (u64, u64) {
                 ] {
                     for _ in 0..2 {
                         let (d, c, ch) = (done.clone(), count.clone(), ch.clone());
-                        hs.push(gosched::go(move || {
-                            while ch.recv().is_some() {
-                                if d.load(Relaxed) {
-                                    return;
-                                }
-                                let mut n = c.load(Relaxed);
-                                for _ in 0..limit {
-                                    n = std::hint::black_box(n + 1);
-                                }
-                                c.store(n, Relaxed);
-                                if ch.send(true).is_err() {
-                                    return;
-                                }
-                            }
-                        }));
+                        hs.push(gosched::go(move || pinger(limit, &c, &ch, &d)));
                     }
                 }
                 hog_chan.send(true).unwrap();

@@ -496,7 +496,9 @@ pub(crate) struct MachineCtx {
     localq: RefCell<VecDeque<Task>>,
     /// The last goroutine the current poll readied on another M, and that
     /// M: where our P goes if the poll ends the chain and that M waits for
-    /// a P ("Hand-off to the readied goroutine's M").
+    /// a P ("Hand-off to the readied goroutine's M"). Empty when a poll
+    /// begins: every schedule with a P takes it, a retaken P and a locked M
+    /// drop it.
     handoff: Cell<Option<(ptr::NonNull<Machine>, ptr::NonNull<super::task::Header>)>>,
     /// Running this P's due timers at the top of `find_runnable`: a goroutine
     /// they ready on another M becomes the hand-off candidate (in Go it
@@ -867,7 +869,6 @@ impl MachineCtx {
         self.poll_seq.set(self.poll_seq.get().wrapping_add(1));
         self.in_poll.set(true);
         self.running.set(Some(task.raw()));
-        self.handoff.set(None);
         #[cfg(not(loom))]
         if self.shared.debug.hogs {
             let h = task.header();

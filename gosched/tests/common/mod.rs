@@ -110,3 +110,12 @@ pub fn recurse(n: u64) -> u64 {
     }
     recurse(n + 1) + buf[7] as u64
 }
+
+/// Start goroutine `go` (spawned from a goroutine of `rt`) recursing until
+/// its stack overflows, and wait for it: the guard hit aborts the process,
+/// so this returns only if the guard failed (it panics then).
+pub fn overflow_in(rt: &gosched::Runtime, go: gosched::Go) -> ! {
+    let h = rt.block_on(rt.go(move || go.spawn(|| recurse(0)))).unwrap();
+    let _ = rt.block_on(h);
+    unreachable!("the overflow must abort the process");
+}
