@@ -19,15 +19,20 @@
 //     send their count of nil errors on a buffered channel. Timed: until the
 //     root has every count. (b.RunParallel runs GOMAXPROCS × parallelism
 //     goroutines, parallelism 1 unless b.SetParallelism; here 4.)
+//   - pool-saturated (W9s; no ants benchmark: the pool's own cost per task):
+//     NewPool(2 × GOMAXPROCS); submitters() goroutines each Submit their
+//     share of n empty tasks that mark a sync.WaitGroup done. Timed: until
+//     every submitter has returned its count and wg.Wait returns.
 //
 // The result is the number of Submit calls that returned nil.
 //
-// usage: GOMAXPROCS=procs w9_ants <n> pool|multi|pool-throughput|multi-throughput|pool-parallel
+// usage: GOMAXPROCS=procs w9_ants <n> pool|multi|pool-throughput|multi-throughput|pool-parallel|pool-saturated
 package main
 
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -50,7 +55,7 @@ type submitter interface {
 }
 
 func main() {
-	n, mode := sizeModeArgs("pool", "multi", "pool-throughput", "multi-throughput", "pool-parallel")
+	n, mode := sizeModeArgs("pool", "multi", "pool-throughput", "multi-throughput", "pool-parallel", "pool-saturated")
 	warmUp()
 
 	var p submitter
@@ -59,6 +64,8 @@ func main() {
 	switch mode {
 	case "pool", "pool-throughput", "pool-parallel":
 		p, err = ants.NewPool(poolCap, ants.WithExpiryDuration(defaultExpiryTime))
+	case "pool-saturated":
+		p, err = ants.NewPool(2*runtime.GOMAXPROCS(0), ants.WithExpiryDuration(defaultExpiryTime))
 	default:
 		impl = "ants-multi"
 		p, err = ants.NewMultiPool(10, poolCap/10, ants.RoundRobin, ants.WithExpiryDuration(defaultExpiryTime))
@@ -82,6 +89,33 @@ func main() {
 					ok++
 				}
 			}
+			done <- out{time.Since(t), ok}
+			return
+		}
+		if mode == "pool-saturated" {
+			units := submitters()
+			counts := make(chan int64, units)
+			var wg sync.WaitGroup
+			t := time.Now()
+			wg.Add(int(n))
+			for u := 0; u < units; u++ {
+				k := share(n, units, u)
+				go func() {
+					var accepted int64
+					for i := int64(0); i < k; i++ {
+						if p.Submit(func() { wg.Done() }) == nil {
+							accepted++
+						} else {
+							wg.Done()
+						}
+					}
+					counts <- accepted
+				}()
+			}
+			for u := 0; u < units; u++ {
+				ok += <-counts
+			}
+			wg.Wait()
 			done <- out{time.Since(t), ok}
 			return
 		}
@@ -130,6 +164,8 @@ func main() {
 		workload = "w9t"
 	case "pool-parallel":
 		workload = "w9p"
+	case "pool-saturated":
+		workload = "w9s"
 	}
 	reportImpl(workload, impl, n, r.elapsed, r.ok)
 }

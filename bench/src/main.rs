@@ -25,7 +25,7 @@ use std::time::Duration;
 use workloads::{Impl, Workload};
 
 const USAGE: &str = "\
-usage: gosched-bench [all | w1 w2 w3 w4 w5 w7 w9 w9t w9p ... | w11] [options]   (w5 = both W5 rows; w5-0 = cap 0 only)
+usage: gosched-bench [all | w1 w2 w3 w4 w5 w7 w9 w9t w9p w9s ... | w11] [options]   (w5 = both W5 rows; w5-0 = cap 0 only)
        gosched-bench run <workload> <impl> <procs> <size>   (one measurement)
 
 w11 (scaling): W1, W2 and W5 (cap 1024) at each procs of --procs, else at 1, 2, 4, ...

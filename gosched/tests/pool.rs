@@ -1086,6 +1086,84 @@ fn submit_timeout_gives_up_and_leaves_nothing_behind() {
     });
 }
 
+/// Blocked submitters offer their tasks, and a reverting worker takes the
+/// head one's and runs it itself. A timeout or a cancel racing that take
+/// must come out one way or the other, never both: a submit that returned
+/// `Ok` ran its task (or skipped it, cancelled, and counted it), one that
+/// returned an error did not run it, and nothing ran twice. Workers are few
+/// and tasks short, so nearly every submit waits and many timeouts land
+/// while a worker takes the task.
+#[test]
+fn timeouts_and_cancels_racing_a_take_lose_nothing_and_run_nothing_twice() {
+    within("offers racing timeouts and cancels", || {
+        const SUBMITTERS: usize = 8;
+        const EACH: usize = 1_500;
+        let pool = Pool::new(2).unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let hs: Vec<_> = (0..SUBMITTERS)
+            .map(|s| {
+                let (pool, ran) = (pool.clone(), Arc::clone(&ran));
+                gosched::go(move || {
+                    let (mut ok, mut timed_out, mut cancelled) = (0, 0, 0);
+                    for i in 0..EACH {
+                        let r = Arc::clone(&ran);
+                        let task = move || {
+                            r.fetch_add(1, Relaxed);
+                            for _ in 0..50 {
+                                std::hint::spin_loop();
+                            }
+                        };
+                        let res = if (s + i) % 2 == 0 {
+                            // 0-19 µs: about a task's length.
+                            let d = Duration::from_micros(((s * 7 + i * 13) % 20) as u64);
+                            pool.submit_timeout(task, d)
+                        } else {
+                            // Cancelled by a goroutine racing this submit.
+                            let token = CancelToken::new();
+                            let t = token.clone();
+                            gosched::go(move || t.cancel());
+                            pool.submit_with_cancel(task, &token)
+                        };
+                        match res {
+                            Ok(()) => ok += 1,
+                            Err(PoolError::Timeout) => timed_out += 1,
+                            Err(PoolError::Cancelled) => cancelled += 1,
+                            Err(e) => panic!("unexpected {e:?}"),
+                        }
+                    }
+                    (ok, timed_out, cancelled)
+                })
+            })
+            .collect();
+        let (mut ok, mut timed_out, mut refused) = (0, 0, 0);
+        for h in hs {
+            let (o, t, c) = h.join().unwrap();
+            ok += o;
+            timed_out += t;
+            refused += c;
+        }
+        pool.wait();
+        let s = pool.stats();
+        assert_eq!(ok + timed_out + refused, SUBMITTERS * EACH);
+        assert_eq!(
+            s.submitted as usize, ok,
+            "every Ok was submitted, nothing else"
+        );
+        assert_eq!(s.timed_out as usize, timed_out);
+        // `cancelled` counts refused submits and accepted tasks skipped
+        // because their token fired before a worker started them.
+        let skipped = s.cancelled as usize - refused;
+        assert_eq!(
+            ran.load(Relaxed) + skipped,
+            ok,
+            "each accepted task ran or was skipped, exactly once"
+        );
+        assert_eq!(s.completed as usize, ran.load(Relaxed));
+        assert!(ok > 0 && timed_out + refused > 0, "both outcomes happened");
+        assert_eq!(pool.waiting(), 0);
+    });
+}
+
 #[test]
 fn async_submitters_back_pressure_without_blocking_their_thread() {
     within("async submit", || {

@@ -213,10 +213,13 @@ pub enum Workload {
     /// Parallel submit throughput: procs × 4 submitters into one pool at
     /// once (ants' `BenchmarkParallelAntsPoolThroughput`).
     W9pParallel,
+    /// A saturated pool: procs × 4 submitters keep a pool of procs × 2
+    /// workers busy with empty tasks (the pool's own cost per task).
+    W9sSaturated,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 18] = [
+    pub const ALL: [Workload; 19] = [
         Workload::W1Spawn,
         Workload::W2Skynet,
         Workload::W3Pingpong,
@@ -231,6 +234,7 @@ impl Workload {
         Workload::W9Pool,
         Workload::W9tSubmit,
         Workload::W9pParallel,
+        Workload::W9sSaturated,
         Workload::W13Churn,
         Workload::W6Fairness,
         Workload::W10Syscall,
@@ -257,6 +261,7 @@ impl Workload {
             Workload::W9Pool => "w9",
             Workload::W9tSubmit => "w9t",
             Workload::W9pParallel => "w9p",
+            Workload::W9sSaturated => "w9s",
         }
     }
 
@@ -280,6 +285,7 @@ impl Workload {
             Workload::W9Pool => "pool",
             Workload::W9tSubmit => "submit",
             Workload::W9pParallel => "parallel-submit",
+            Workload::W9sSaturated => "saturated-pool",
         }
     }
 
@@ -296,7 +302,10 @@ impl Workload {
     pub fn program(self) -> String {
         match self {
             Workload::W5Mpmc | Workload::W5Mpmc0 => "w5_mpmc".into(),
-            Workload::W9Pool | Workload::W9tSubmit | Workload::W9pParallel => "w9_pool".into(),
+            Workload::W9Pool
+            | Workload::W9tSubmit
+            | Workload::W9pParallel
+            | Workload::W9sSaturated => "w9_pool".into(),
             w => format!("{}_{}", w.id(), w.name()),
         }
     }
@@ -319,9 +328,11 @@ impl Workload {
             (Workload::W9tSubmit, Impl::Ants) => "pool-throughput",
             (Workload::W9tSubmit, Impl::AntsMulti) => "multi-throughput",
             (Workload::W9pParallel, Impl::Ants) => "pool-parallel",
+            (Workload::W9sSaturated, Impl::Ants) => "pool-saturated",
             (Workload::W9Pool, _) => "wait",
             (Workload::W9tSubmit, _) => "throughput",
             (Workload::W9pParallel, _) => "parallel",
+            (Workload::W9sSaturated, _) => "saturated",
             _ => {
                 return match self.cap() {
                     Some(cap) => vec![cap.to_string()],
@@ -372,8 +383,9 @@ impl Workload {
         match self {
             _ if imp == Impl::GoschedGoChan => self == Workload::W2Skynet,
             // Java (bench/java): every workload with a Go program but T1
-            // (Java has no timer channel, as tokio and may have none).
-            _ if imp == Impl::Java => self != Workload::T1After,
+            // (Java has no timer channel, as tokio and may have none) and
+            // W9s (a pool's own cost: Java has no goroutine pool).
+            _ if imp == Impl::Java => !matches!(self, Workload::T1After | Workload::W9sSaturated),
             // Pools: ants' benchmark rows, and the goroutine and tokio rows
             // that do the same without a pool (W9t: ants' throughput rows;
             // W9p: its parallel one, for the single pool only).
@@ -395,6 +407,8 @@ impl Workload {
                 imp,
                 Impl::GoschedPool | Impl::GoschedGo | Impl::Go | Impl::Ants
             ),
+            // The pools alone: without a pool there is nothing to saturate.
+            Workload::W9sSaturated => matches!(imp, Impl::GoschedPool | Impl::Ants),
             _ if matches!(
                 imp,
                 Impl::GoschedPool | Impl::GoschedPoolFunc | Impl::Ants | Impl::AntsMulti
@@ -534,8 +548,20 @@ impl Workload {
             (Workload::W12Echo, false) => 5_000,
             (Workload::W12Echo, true) => 1_000,
             // Tasks (the pool's capacity stays 50,000).
-            (Workload::W9Pool | Workload::W9tSubmit | Workload::W9pParallel, false) => 1_000_000,
-            (Workload::W9Pool | Workload::W9tSubmit | Workload::W9pParallel, true) => 200_000,
+            (
+                Workload::W9Pool
+                | Workload::W9tSubmit
+                | Workload::W9pParallel
+                | Workload::W9sSaturated,
+                false,
+            ) => 1_000_000,
+            (
+                Workload::W9Pool
+                | Workload::W9tSubmit
+                | Workload::W9pParallel
+                | Workload::W9sSaturated,
+                true,
+            ) => 200_000,
         }
     }
 
@@ -674,6 +700,14 @@ impl Workload {
                 group(size),
                 group(w9_pool::CAP as u64)
             ),
+            Workload::W9sSaturated => format!(
+                "{} units (procs × {}) at once submit {} empty tasks in all to one pool of {} workers (procs × {}); until every task has finished, per task",
+                w9_pool::submitters(procs),
+                w9_pool::SUBMITTERS_PER_PROC,
+                group(size),
+                w9_pool::saturated_cap(procs),
+                w9_pool::SATURATED_WORKERS_PER_PROC
+            ),
             Workload::W10Syscall => format!(
                 "{procs} CPU units (20 µs chunks, then a yield) for {} ms alone, then beside {} units looping on a blocking 50 ms call; % of the CPU work kept (higher is better)",
                 group(size),
@@ -699,6 +733,7 @@ impl Workload {
             Workload::W12Echo => "ns/msg",
             Workload::W9Pool => "ms",
             Workload::W9tSubmit | Workload::W9pParallel => "ns/submit",
+            Workload::W9sSaturated => "ns/task",
         }
     }
 
@@ -712,7 +747,8 @@ impl Workload {
             | Workload::W8Sleep
             | Workload::W9Pool
             | Workload::W9tSubmit
-            | Workload::W9pParallel => size,
+            | Workload::W9pParallel
+            | Workload::W9sSaturated => size,
             Workload::W13Churn => size * w13_churn::ROUNDS,
             Workload::W12Echo => size * w12_echo::CONNS,
             Workload::S1Syscall | Workload::S2Getppid => {
@@ -741,7 +777,8 @@ impl Workload {
             | Workload::S1Syscall
             | Workload::S2Getppid
             | Workload::W9tSubmit
-            | Workload::W9pParallel => s.elapsed_ns as f64 / size as f64,
+            | Workload::W9pParallel
+            | Workload::W9sSaturated => s.elapsed_ns as f64 / size as f64,
             Workload::W7Parked => {
                 let delta_kb = s.rss_after_kb.saturating_sub(s.rss_before_kb);
                 (delta_kb * 1024) as f64 / size as f64
@@ -782,7 +819,8 @@ impl Workload {
             | Workload::S1Syscall
             | Workload::S2Getppid
             | Workload::W9tSubmit
-            | Workload::W9pParallel => {
+            | Workload::W9pParallel
+            | Workload::W9sSaturated => {
                 format!("{:.0} ms", median_elapsed_ns / 1e6)
             }
             Workload::W7Parked => format!("{:.0} ms to park", median_elapsed_ns / 1e6),
@@ -893,6 +931,7 @@ pub fn run_one(w: Workload, imp: Impl, procs: usize, size: u64) -> Result<(), St
         Workload::W9Pool => w9_pool::run(imp, procs, size),
         Workload::W9tSubmit => w9_pool::run_throughput(imp, procs, size),
         Workload::W9pParallel => w9_pool::run_parallel(imp, procs, size),
+        Workload::W9sSaturated => w9_pool::run_saturated(imp, procs, size),
     };
     let line = crate::json::Obj::new()
         .str("workload", w.id())
@@ -1089,8 +1128,26 @@ mod tests {
         assert_eq!(Workload::select("w9p"), vec![Workload::W9pParallel]);
         assert_eq!(
             Workload::select("w9_pool"),
-            vec![Workload::W9Pool, Workload::W9tSubmit, Workload::W9pParallel]
+            vec![
+                Workload::W9Pool,
+                Workload::W9tSubmit,
+                Workload::W9pParallel,
+                Workload::W9sSaturated
+            ]
         );
+        // W9s: the two pools only.
+        assert_eq!(Workload::select("w9s"), vec![Workload::W9sSaturated]);
+        for imp in [Impl::GoschedPool, Impl::Ants] {
+            assert!(Workload::W9sSaturated.runs(imp));
+        }
+        for imp in [Impl::GoschedGo, Impl::Go, Impl::Java, Impl::Tokio] {
+            assert!(!Workload::W9sSaturated.runs(imp));
+        }
+        assert_eq!(
+            Workload::W9sSaturated.go_args(Impl::Ants),
+            ["pool-saturated"]
+        );
+        assert_eq!(Workload::W9sSaturated.expected(1_000, 2), Some(1_000));
         for imp in [Impl::GoschedPool, Impl::GoschedGo, Impl::Go, Impl::Ants] {
             assert!(Workload::W9pParallel.runs(imp));
         }

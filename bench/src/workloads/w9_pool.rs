@@ -33,6 +33,13 @@
 //!   goroutines). ants' `RunParallel` runs `GOMAXPROCS` × parallelism
 //!   goroutines (parallelism 1 unless `SetParallelism`); we take 4 per proc,
 //!   so that submitters outnumber Ps. Nothing waits for the tasks, as in W9t.
+//! - W9s (no ants benchmark; the pool's own cost per task): the root starts
+//!   the clock, spawns [`submitters`]`(procs)` units that share one pool of
+//!   [`saturated_cap`]`(procs)` workers (half as many as submitters, so
+//!   that submitters queue for workers) and each submit their [`share`] of
+//!   `n` empty tasks; timed until every task has finished (gosched:
+//!   `pool.wait()` after joining the submitters; ants: a `sync.WaitGroup`
+//!   that each task marks done). The pool's expiry is [`EXPIRY`] as above.
 //!
 //! The gosched pools are built as ants' benchmark builds its pool: capacity
 //! [`CAP`], idle workers expire after [`EXPIRY`] (ants' default is 1 s; its
@@ -53,6 +60,14 @@ pub const EXPIRY: Duration = Duration::from_secs(10);
 
 /// W9p: submitters per proc (`b.SetParallelism(4)` in ants' terms).
 pub const SUBMITTERS_PER_PROC: usize = 4;
+
+/// W9s: workers per proc.
+pub const SATURATED_WORKERS_PER_PROC: usize = 2;
+
+/// W9s: the pool's capacity at `procs`.
+pub fn saturated_cap(procs: usize) -> usize {
+    procs.max(1) * SATURATED_WORKERS_PER_PROC
+}
 
 /// W9p: how many submitters run at once at `procs`.
 pub fn submitters(procs: usize) -> usize {
@@ -104,6 +119,19 @@ pub fn run_parallel(imp: Impl, procs: usize, n: u64) -> Sample {
         Impl::GoschedPool => gosched_pool_parallel(procs, n),
         #[cfg(feature = "gosched")]
         Impl::GoschedGo => gosched_go_parallel(procs, n),
+        _ => {
+            let _ = (procs, n);
+            unreachable!("{imp:?} is not built into this binary")
+        }
+    }
+}
+
+/// W9s: `n` empty tasks from [`submitters`] units through a pool of
+/// [`saturated_cap`] workers.
+pub fn run_saturated(imp: Impl, procs: usize, n: u64) -> Sample {
+    match imp {
+        #[cfg(feature = "gosched")]
+        Impl::GoschedPool => gosched_pool_saturated(procs, n),
         _ => {
             let _ = (procs, n);
             unreachable!("{imp:?} is not built into this binary")
@@ -267,6 +295,39 @@ fn gosched_pool_parallel(procs: usize, n: u64) -> Sample {
         (t.elapsed(), ok)
     });
     Sample::timed(elapsed, ok)
+}
+
+/// W9s, `gosched::pool::Pool`: [`submitters`] goroutines share a pool of
+/// [`saturated_cap`] workers and submit their [`share`] of `n` empty tasks;
+/// timed until the root has joined them and `pool.wait()` returned.
+#[cfg(feature = "gosched")]
+fn gosched_pool_saturated(procs: usize, n: u64) -> Sample {
+    let p = submitters(procs);
+    let (elapsed, done) = in_root(procs, move || {
+        let pool = gosched::pool::Pool::builder()
+            .capacity(saturated_cap(procs) as isize)
+            .expiry(EXPIRY)
+            .build()
+            .expect("pool");
+        let t = Instant::now();
+        let hs: Vec<_> = (0..p)
+            .map(|i| {
+                let pool = pool.clone();
+                gosched::go(move || {
+                    (0..share(n, p, i))
+                        .filter(|_| pool.submit(|| {}).is_ok())
+                        .count() as u64
+                })
+            })
+            .collect();
+        let ok: u64 = hs.into_iter().map(|h| h.join().expect("submitter")).sum();
+        pool.wait();
+        let elapsed = t.elapsed();
+        let completed = pool.stats().completed;
+        assert_eq!(completed, ok, "tasks completed vs submitted");
+        (elapsed, completed)
+    });
+    Sample::timed(elapsed, done)
 }
 
 /// W9p, plain goroutines: [`submitters`] goroutines each spawn their

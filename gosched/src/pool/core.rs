@@ -22,13 +22,15 @@
 //! lock: if the pool closed, or shrank below `running` (a `tune` down; ants'
 //! lazy shrink), it retires on the spot (its `running` slot is freed in the same
 //! critical section, so a shrink never retires more workers than it must);
-//! else, if a submitter is blocked, the worker is **handed to the oldest one**
-//! (no thundering herd, FIFO among submitters); else it goes on the idle queue,
-//! stamped with the time. Only then does the task count as finished (`wait`
-//! returns to a pool at rest). Then it waits on its mailbox, a channel of
-//! capacity one, for the next task or its close, which means "exit". The
-//! mailbox is empty whenever the worker is idle or granted, so handing it a
-//! task never waits (not even for the worker to reach its receive).
+//! else, if a submitter is blocked, the worker **takes the oldest one's task**
+//! (no thundering herd, FIFO among submitters) and runs it next, without
+//! parking; else it goes on the idle queue, stamped with the time. Only then
+//! does the task it ran count as finished (`wait` returns to a pool at rest;
+//! a task taken counts in flight from the same critical section). An idle
+//! worker waits on its mailbox, a channel of capacity one, for the next task
+//! or its close, which means "exit". The mailbox is empty whenever the worker
+//! is idle or granted, so handing it a task never waits (not even for the
+//! worker to reach its receive).
 //!
 //! A panic in a task is the task's: the worker catches it, reports it (panic
 //! handler or logger) and goes on. One exception: a worker whose runtime shuts
@@ -48,13 +50,24 @@
 //!
 //! A submit that finds no idle worker and no free slot queues in a
 //! [`WaitList`], unless the pool is non-blocking or `max_blocking` submitters
-//! already wait (`Overload`). Whoever frees a worker or a slot grants it to the
-//! head under the lock: a reverting worker (`Grant::Worker`), a retiring one or
-//! a `tune` up (`Grant::Spawn`, the slot already counted), `release`
-//! (`Grant::Closed`). A submitter that gives up after it was granted something
-//! (its timeout, its cancel token, an async submit dropped) passes the grant on,
-//! so nothing granted is lost. Because a retiring worker passes its slot to the
-//! head waiter, submitters cannot stay stuck after every worker died (ants #146).
+//! already wait (`Overload`). A blocking submit queues with its task **on
+//! offer** (`Waiter::offer`); an async one offers nothing, since a submit
+//! future dropped while it waits must leave its task unrun. Whoever frees a worker or a slot grants it to the head
+//! under the lock: a reverting worker takes the offered task (`Grant::Taken`:
+//! the worker runs it at once, the submitter only learns that it is done; ants
+//! wakes the submitter to hand the task over, a park and a wake-up more per
+//! task) or, when the head offers nothing, grants itself (`Grant::Worker`); a
+//! worker given back by a submitter that gave up is granted as a worker too; a
+//! retiring one or a `tune` up grants a slot (`Grant::Spawn`, already counted);
+//! `release` grants `Grant::Closed`. Every grant but `Taken` leaves the task
+//! in the entry, and the submitter takes it back with the grant. A submitter
+//! that gives up (its timeout, its cancel token, an async submit dropped)
+//! withdraws under the lock: still queued, it takes its task back; granted
+//! already, it honours the grant — a task taken counts as submitted, a worker
+//! or a slot is used or passed on — so nothing granted is lost and no task
+//! runs twice or silently not at all. Because a retiring worker passes its
+//! slot to the head waiter, submitters cannot stay stuck after every worker
+//! died (ants #146).
 //!
 //! # Purge, release, reboot
 //!
@@ -112,6 +125,14 @@ pub(crate) struct Worker<J> {
     mailbox: Chan<J>,
 }
 
+/// A blocked submitter, as the wait list holds it.
+struct Waiter<J> {
+    /// Its task, on offer to a reverting worker; given back with any other
+    /// grant.
+    offer: Option<J>,
+    grant: Grant<J>,
+}
+
 /// What a blocked submitter is handed.
 enum Grant<J> {
     Pending,
@@ -120,6 +141,19 @@ enum Grant<J> {
     /// A `running` slot, counted already: spawn a worker.
     Spawn,
     Closed,
+    /// A reverting worker took the offered task and runs it (counted in
+    /// flight and submitted already).
+    Taken,
+}
+
+/// What a worker does after a task.
+enum Revert<J> {
+    /// Wait on the mailbox (idle, or granted to a submitter).
+    Idle,
+    /// Run this task, taken from a blocked submitter.
+    Next(J),
+    /// Exit: retired (its slot is freed already).
+    Retired,
 }
 
 /// Why `dispatch` did not hand the task over; the task comes back.
@@ -138,7 +172,7 @@ pub(crate) enum Slot<J> {
 
 struct State<J> {
     idle: WorkerQueue<Arc<Worker<J>>>,
-    waiters: WaitList<Grant<J>>,
+    waiters: WaitList<Waiter<J>>,
     /// The purge goroutine's stop channel (closing it stops it); `None` when
     /// none runs (closed pool, or purge disabled).
     purge_stop: Option<Chan<()>>,
@@ -241,10 +275,13 @@ impl<J: Send + 'static> Core<J> {
 
     // ---- Submitting -------------------------------------------------------
 
-    /// Wait for a worker or a slot (ants' `retrieveWorker`).
-    pub(crate) fn acquire(&self) -> Acquire<'_, J> {
+    /// Wait for a worker or a slot (ants' `retrieveWorker`), with the task in
+    /// `offer` (if any) on offer while waiting: it is back in `offer` when
+    /// the future ends or is dropped, unless a worker took it.
+    pub(crate) fn acquire<'a>(&'a self, offer: &'a mut Option<J>) -> Acquire<'a, J> {
         Acquire {
             core: self,
+            offer,
             key: None,
             since: None,
         }
@@ -346,7 +383,12 @@ impl<J: Send + 'static> Core<J> {
                     let _ = w.mailbox.close();
                     return;
                 }
-                self.park_worker_locked(&mut st, w)
+                // Granted on as a worker, not given a task here: the next
+                // submitter dispatches through the worker's mailbox.
+                self.park_worker_locked(&mut st, &w, false)
+                    .0
+                    .into_iter()
+                    .collect()
             }
             Slot::Spawn => self.retire_locked(&mut st),
         };
@@ -407,37 +449,62 @@ impl<J: Send + 'static> Core<J> {
         }
     }
 
-    /// After a task: go idle (or to a waiting submitter), or retire.
-    /// False: retired (the caller must exit without retiring again).
-    fn revert(&self, me: &Arc<Worker<J>>) -> bool {
+    /// After a task: take a blocked submitter's task, go idle (or to a
+    /// waiting submitter), or retire.
+    fn revert(&self, me: &Arc<Worker<J>>) -> Revert<J> {
         let mut st = lock(&self.state);
         let cap = self.cap();
         if self.is_closed() || (cap > 0 && self.running() as isize > cap) {
             drop(st);
             self.retire();
-            return false;
+            return Revert::Retired;
         }
-        let wakers = self.park_worker_locked(&mut st, Arc::clone(me));
+        let (waker, next) = self.park_worker_locked(&mut st, me, true);
         drop(st);
-        wakers.into_iter().for_each(Waker::wake);
-        true
+        if let Some(w) = waker {
+            w.wake();
+        }
+        next.map_or(Revert::Idle, Revert::Next)
     }
 
-    /// An idle worker: to the oldest blocked submitter, else onto the idle queue.
-    fn park_worker_locked(&self, st: &mut State<J>, w: Arc<Worker<J>>) -> Vec<Waker> {
+    /// An idle worker: to the oldest blocked submitter, else onto the idle
+    /// queue. With `take` (a worker back from a task, not a grant given
+    /// back), a submitter that offers its task hands it to the worker
+    /// instead: returned, counted in flight and submitted, to run next.
+    fn park_worker_locked(
+        &self,
+        st: &mut State<J>,
+        w: &Arc<Worker<J>>,
+        take: bool,
+    ) -> (Option<Waker>, Option<J>) {
         if !st.waiters.is_empty() {
-            let mut slot = Some(w);
-            let waker = st.waiters.notify_front_with(|g| {
-                *g = Grant::Worker(slot.take().expect("one grant per worker"))
+            let mut next = None;
+            let waker = st.waiters.notify_front_with(|waiter| {
+                waiter.grant = match waiter.offer.take() {
+                    Some(job) if take => {
+                        next = Some(job);
+                        Grant::Taken
+                    }
+                    offer => {
+                        waiter.offer = offer;
+                        Grant::Worker(Arc::clone(w))
+                    }
+                }
             });
+            if next.is_some() {
+                // Before the lock is released: `wait` never sees the pool at
+                // rest between the task the worker ran and this one.
+                self.in_flight.fetch_add(1, Ordering::AcqRel);
+                self.stats.submitted.fetch_add(1, Ordering::Relaxed);
+            }
             self.waiting.store(st.waiters.len(), Ordering::Relaxed);
-            return waker.into_iter().collect();
+            return (waker, next);
         }
         // A preallocated ring holds `cap` workers, `running <= cap`, and a
         // worker leaves the queue when it retires (`Retire`), so it has room.
-        let fits = st.idle.insert(w, crate::time::now()).is_ok();
+        let fits = st.idle.insert(Arc::clone(w), crate::time::now()).is_ok();
         debug_assert!(fits, "a preallocated pool's idle ring overflowed");
-        Vec::new()
+        (None, None)
     }
 
     /// Free one `running` slot (a worker exits, or a reservation is dropped)
@@ -448,7 +515,7 @@ impl<J: Send + 'static> Core<J> {
         let cap = self.cap();
         if !self.is_closed() && !st.waiters.is_empty() && (cap < 0 || (running as isize) < cap) {
             running += 1;
-            wakers.extend(st.waiters.notify_front_with(|g| *g = Grant::Spawn));
+            wakers.extend(st.waiters.notify_front_with(|w| w.grant = Grant::Spawn));
             self.waiting.store(st.waiters.len(), Ordering::Relaxed);
         }
         self.running.store(running, Ordering::Relaxed);
@@ -582,7 +649,7 @@ impl<J: Send + 'static> Core<J> {
             let mut running = self.running();
             while (running as isize) < n && !st.waiters.is_empty() {
                 running += 1;
-                wakers.extend(st.waiters.notify_front_with(|g| *g = Grant::Spawn));
+                wakers.extend(st.waiters.notify_front_with(|w| w.grant = Grant::Spawn));
             }
             self.running.store(running, Ordering::Relaxed);
             self.waiting.store(st.waiters.len(), Ordering::Relaxed);
@@ -601,7 +668,7 @@ impl<J: Send + 'static> Core<J> {
             return false;
         }
         let idle = st.idle.take_all();
-        let wakers = st.waiters.notify_all_with(|g| *g = Grant::Closed);
+        let wakers = st.waiters.notify_all_with(|w| w.grant = Grant::Closed);
         self.waiting.store(0, Ordering::Relaxed);
         let stop = st.purge_stop.take();
         drop(st);
@@ -719,13 +786,25 @@ fn worker_main<J: Send + 'static>(mut start: Start<J>) {
     loop {
         core.execute(job);
         // The task counts as finished only once its worker is back (idle,
-        // handed on, or retired): after `wait`, the pool is at rest.
-        let stays = core.revert(&me);
-        guard.in_task = false;
-        core.finish_one();
-        if !stays {
-            guard.armed = false;
-            return;
+        // handed on, with its next task, or retired): after `wait`, the pool
+        // is at rest.
+        match core.revert(&me) {
+            Revert::Next(next) => {
+                // Counted in flight already: the guard stays in the task.
+                core.finish_one();
+                job = next;
+                continue;
+            }
+            Revert::Retired => {
+                guard.in_task = false;
+                core.finish_one();
+                guard.armed = false;
+                return;
+            }
+            Revert::Idle => {
+                guard.in_task = false;
+                core.finish_one();
+            }
         }
         match me.mailbox.recv() {
             Some(next) => {
@@ -738,42 +817,83 @@ fn worker_main<J: Send + 'static>(mut start: Start<J>) {
     }
 }
 
-/// Future of [`Core::acquire`]: a worker or a slot, or why not. Cancel-safe:
-/// dropped after it was granted something, it gives it back.
+/// Future of [`Core::acquire`]: a worker or a slot, the news that a worker
+/// took the offered task, or why not. Cancel-safe: dropped after it was
+/// granted a worker or a slot, it gives it back; the task is back in the
+/// offer unless a worker took it.
 pub(crate) struct Acquire<'a, J: Send + 'static> {
     core: &'a Core<J>,
+    /// The task on offer: moved into the wait entry while queued, and back
+    /// here when the entry is consumed, unless a worker took it.
+    offer: &'a mut Option<J>,
     key: Option<Key>,
     /// When it started waiting (for the wait-time statistics).
     since: Option<Instant>,
 }
 
-impl<J: Send + 'static> Future for Acquire<'_, J> {
-    type Output = Result<Slot<J>, PoolError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+impl<J: Send + 'static> Acquire<'_, J> {
+    /// The entry is consumed: the task comes back unless a worker took it;
+    /// the grant, as the submitter sees it (`Ok(None)`: taken).
+    fn granted(&mut self, waiter: Waiter<J>) -> Result<Option<Slot<J>>, PoolError> {
         let core = self.core;
+        if waiter.offer.is_some() {
+            *self.offer = waiter.offer;
+        }
+        if let Some(since) = self.since.take() {
+            core.stats.record_wait(crate::time::since(since));
+        }
+        match waiter.grant {
+            Grant::Worker(w) => Ok(Some(Slot::Worker(w))),
+            Grant::Spawn => Ok(Some(Slot::Spawn)),
+            Grant::Taken => Ok(None),
+            Grant::Closed => {
+                core.stats.rejected.fetch_add(1, Ordering::Relaxed);
+                Err(PoolError::Closed)
+            }
+            Grant::Pending => unreachable!("notified without a grant"),
+        }
+    }
+
+    /// Stop waiting (a timeout, a cancel): `None` if it was still queued
+    /// (the task is back in the offer); else the grant it got meanwhile,
+    /// which the caller must honour as a completed acquire.
+    pub(crate) fn withdraw(&mut self) -> Option<Result<Option<Slot<J>>, PoolError>> {
+        let key = self.key.take()?;
+        let mut st = lock(&self.core.state);
+        match st.waiters.cancel(key) {
+            Cancelled::Queued(waiter) => {
+                self.core.waiting.store(st.waiters.len(), Ordering::Relaxed);
+                drop(st);
+                *self.offer = waiter.offer;
+                None
+            }
+            Cancelled::Notified(waiter) => {
+                drop(st);
+                Some(self.granted(waiter))
+            }
+        }
+    }
+}
+
+/// `Ok(None)`: a worker took the offered task (it is submitted; nothing to
+/// dispatch).
+impl<J: Send + 'static> Future for Acquire<'_, J> {
+    type Output = Result<Option<Slot<J>>, PoolError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let core = this.core;
         let mut st = lock(&core.state);
-        if let Some(key) = self.key {
-            let Some(grant) = st.waiters.poll(key, cx.waker()) else {
+        if let Some(key) = this.key {
+            let Some(waiter) = st.waiters.poll(key, cx.waker()) else {
                 return pending(WaitReason::PoolSubmit, cx);
             };
             drop(st);
-            self.key = None;
-            if let Some(since) = self.since.take() {
-                core.stats.record_wait(crate::time::since(since));
-            }
-            return Poll::Ready(match grant {
-                Grant::Worker(w) => Ok(Slot::Worker(w)),
-                Grant::Spawn => Ok(Slot::Spawn),
-                Grant::Closed => {
-                    core.stats.rejected.fetch_add(1, Ordering::Relaxed);
-                    Err(PoolError::Closed)
-                }
-                Grant::Pending => unreachable!("notified without a grant"),
-            });
+            this.key = None;
+            return Poll::Ready(this.granted(waiter));
         }
         if let Some(r) = core.acquire_locked(&mut st) {
-            return Poll::Ready(r);
+            return Poll::Ready(r.map(Some));
         }
         let o = &core.opts;
         if o.nonblocking || (o.max_blocking != 0 && st.waiters.len() >= o.max_blocking) {
@@ -781,32 +901,25 @@ impl<J: Send + 'static> Future for Acquire<'_, J> {
             core.stats.rejected.fetch_add(1, Ordering::Relaxed);
             return Poll::Ready(Err(PoolError::Overload));
         }
-        self.key = Some(st.waiters.push_back(Grant::Pending, cx.waker()));
+        let waiter = Waiter {
+            offer: this.offer.take(),
+            grant: Grant::Pending,
+        };
+        this.key = Some(st.waiters.push_back(waiter, cx.waker()));
         core.waiting.store(st.waiters.len(), Ordering::Relaxed);
         drop(st);
-        self.since = Some(crate::time::now());
+        this.since = Some(crate::time::now());
         pending(WaitReason::PoolSubmit, cx)
     }
 }
 
 impl<J: Send + 'static> Drop for Acquire<'_, J> {
     fn drop(&mut self) {
-        let Some(key) = self.key.take() else {
-            return;
-        };
-        let mut st = lock(&self.core.state);
-        match st.waiters.cancel(key) {
-            Cancelled::Queued(_) => {
-                self.core.waiting.store(st.waiters.len(), Ordering::Relaxed);
-            }
-            Cancelled::Notified(grant) => {
-                drop(st);
-                match grant {
-                    Grant::Worker(w) => self.core.give_back(Slot::Worker(w)),
-                    Grant::Spawn => self.core.give_back(Slot::Spawn),
-                    Grant::Closed | Grant::Pending => {}
-                }
-            }
+        // Dropped while waiting: the task goes back to the offer (the caller
+        // drops it or tries again); a grant it got meanwhile is passed on.
+        // A task taken meanwhile runs: it was submitted.
+        if let Some(Ok(Some(slot))) = self.withdraw() {
+            self.core.give_back(slot);
         }
     }
 }

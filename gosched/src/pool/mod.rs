@@ -704,30 +704,47 @@ impl Limits<'_> {
     }
 }
 
-/// Wait for a worker or a slot, within `limits`. Cancel-safe.
+/// What an acquire got: where to dispatch the task, or `Ok(None)` when a
+/// worker took it from the offer.
+type Got<'a, J> = Result<Option<(&'a Arc<Core<J>>, Slot<J>)>, PoolError>;
+
+/// Wait for a worker or a slot, within `limits`, with the task in `offer`
+/// on offer (see `Core::acquire`). Cancel-safe. A grant that arrives with the
+/// timeout or the cancel wins over them: nothing granted is lost, and a task
+/// taken by a worker is not reported as timed out.
 async fn acquire<J: Send + 'static>(
     core: &Arc<Core<J>>,
     limits: Limits<'_>,
-) -> Result<Slot<J>, PoolError> {
-    let mut acq = pin!(core.acquire());
+    offer: &mut Option<J>,
+) -> Result<Option<Slot<J>>, PoolError> {
+    let mut acq = core.acquire(offer);
     let mut sleep = pin!(limits.deadline.map(crate::sched::timers::sleep_until));
     let mut cancelled = pin!(limits.token.map(CancelToken::cancelled));
     std::future::poll_fn(|cx| {
         if limits.token.is_some_and(CancelToken::is_cancelled) {
+            if let Some(r) = acq.withdraw() {
+                return Poll::Ready(r);
+            }
             core.stats.cancelled.fetch_add(1, Ordering::Relaxed);
             return Poll::Ready(Err(PoolError::Cancelled));
         }
-        if let Poll::Ready(r) = acq.as_mut().poll(cx) {
+        if let Poll::Ready(r) = std::pin::Pin::new(&mut acq).poll(cx) {
             return Poll::Ready(r);
         }
         if let Some(s) = sleep.as_mut().as_pin_mut() {
             if s.poll(cx).is_ready() {
+                if let Some(r) = acq.withdraw() {
+                    return Poll::Ready(r);
+                }
                 core.stats.timed_out.fetch_add(1, Ordering::Relaxed);
                 return Poll::Ready(Err(PoolError::Timeout));
             }
         }
         if let Some(c) = cancelled.as_mut().as_pin_mut() {
             if c.poll(cx).is_ready() {
+                if let Some(r) = acq.withdraw() {
+                    return Poll::Ready(r);
+                }
                 core.stats.cancelled.fetch_add(1, Ordering::Relaxed);
                 return Poll::Ready(Err(PoolError::Cancelled));
             }
@@ -741,49 +758,58 @@ async fn acquire<J: Send + 'static>(
 fn acquire_blocking<J: Send + 'static>(
     core: &Arc<Core<J>>,
     limits: Limits<'_>,
-) -> Result<Slot<J>, PoolError> {
+    offer: &mut Option<J>,
+) -> Result<Option<Slot<J>>, PoolError> {
     if limits.token.is_some_and(CancelToken::is_cancelled) {
         core.stats.cancelled.fetch_add(1, Ordering::Relaxed);
         return Err(PoolError::Cancelled);
     }
     match core.try_acquire() {
-        Err(PoolError::Overload) => crate::block_on(acquire(core, limits)),
-        r => r,
+        Err(PoolError::Overload) => crate::block_on(acquire(core, limits, offer)),
+        r => r.map(Some),
     }
 }
 
-/// Hand `job` to what `acquire` gets. A worker found dead (unwound by its
-/// runtime's shutdown after it was handed out) sends the job round again.
+/// What follows an acquire.
+enum Handed<J> {
+    /// Dispatched, or taken by a worker from the offer.
+    Done,
+    /// The worker was found dead (unwound by its runtime's shutdown after
+    /// it was handed out): acquire again.
+    Again(J),
+    Failed(PoolError, J),
+}
+
+/// Hand the task to what an acquire got. The task is in `offer` unless a
+/// worker took it — then it is submitted, whatever the acquire said (a
+/// timeout or a cancel that came after the take).
+fn hand_over<J: Send + 'static>(offer: &mut Option<J>, got: Got<'_, J>) -> Handed<J> {
+    let Some(job) = offer.take() else {
+        return Handed::Done;
+    };
+    match got {
+        Err(e) => Handed::Failed(e, job),
+        Ok(None) => unreachable!("gosched::pool: a task taken by a worker came back"),
+        Ok(Some((core, slot))) => match core.dispatch(slot, job) {
+            Ok(()) => Handed::Done,
+            Err(Dispatch::Failed(e, j)) => Handed::Failed(e, j),
+            Err(Dispatch::Dead(j)) => Handed::Again(j),
+        },
+    }
+}
+
+/// Acquire (with the task on offer) and hand over until done.
 fn submit_via<'a, J: Send + 'static>(
-    mut job: J,
-    mut acquire: impl FnMut() -> Result<(&'a Arc<Core<J>>, Slot<J>), PoolError>,
+    job: J,
+    mut acquire: impl FnMut(&mut Option<J>) -> Got<'a, J>,
 ) -> Result<(), (PoolError, J)> {
+    let mut offer = Some(job);
     loop {
-        let (core, slot) = match acquire() {
-            Ok(got) => got,
-            Err(e) => return Err((e, job)),
-        };
-        match core.dispatch(slot, job) {
-            Ok(()) => return Ok(()),
-            Err(Dispatch::Failed(e, j)) => return Err((e, j)),
-            Err(Dispatch::Dead(j)) => job = j,
-        }
-    }
-}
-
-/// `submit_via` for async callers.
-async fn submit_via_async<'a, J, F, Fut>(mut job: J, mut acquire: F) -> Result<(), PoolError>
-where
-    J: Send + 'static,
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<(&'a Arc<Core<J>>, Slot<J>), PoolError>>,
-{
-    loop {
-        let (core, slot) = acquire().await?;
-        match core.dispatch(slot, job) {
-            Ok(()) => return Ok(()),
-            Err(Dispatch::Failed(e, _)) => return Err(e),
-            Err(Dispatch::Dead(j)) => job = j,
+        let got = acquire(&mut offer);
+        match hand_over(&mut offer, got) {
+            Handed::Done => return Ok(()),
+            Handed::Again(j) => offer = Some(j),
+            Handed::Failed(e, j) => return Err((e, j)),
         }
     }
 }
@@ -793,7 +819,10 @@ fn submit_blocking<J: Send + 'static>(
     job: J,
     limits: Limits<'_>,
 ) -> Result<(), PoolError> {
-    submit_via(job, || acquire_blocking(core, limits).map(|s| (core, s))).map_err(|(e, _)| e)
+    submit_via(job, |offer| {
+        Ok(acquire_blocking(core, limits, offer)?.map(|s| (core, s)))
+    })
+    .map_err(|(e, _)| e)
 }
 
 async fn submit_async_inner<J: Send + 'static>(
@@ -801,21 +830,29 @@ async fn submit_async_inner<J: Send + 'static>(
     job: J,
     limits: Limits<'_>,
 ) -> Result<(), PoolError> {
-    submit_via_async(job, || async move {
-        acquire(core, limits).await.map(|s| (core, s))
-    })
-    .await
+    let mut job = job;
+    loop {
+        // No offer: a submit future dropped while it waits must leave its
+        // task unrun, and a task taken by a worker could not be called back.
+        let got = acquire(core, limits, &mut None).await;
+        let got = got.map(|slot| slot.map(|s| (core, s)));
+        match hand_over(&mut Some(job), got) {
+            Handed::Done => return Ok(()),
+            Handed::Again(j) => job = j,
+            Handed::Failed(e, _) => return Err(e),
+        }
+    }
 }
 
 /// Hand `job` over only if a worker is free or can be started now.
 fn try_submit_inner<J: Send + 'static>(core: &Arc<Core<J>>, job: J) -> Result<(), (PoolError, J)> {
-    submit_via(job, || {
+    submit_via(job, |_| {
         let slot = core.try_acquire().inspect_err(|e| {
             if *e == PoolError::Overload {
                 core.stats.rejected.fetch_add(1, Ordering::Relaxed);
             }
         })?;
-        Ok((core, slot))
+        Ok(Some((core, slot)))
     })
 }
 

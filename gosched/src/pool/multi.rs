@@ -14,8 +14,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::core::{Core, Slot};
-use super::{acquire_blocking, plain, Builder, Job, Limits, Owner, PoolError, PoolStats};
+use super::core::Core;
+use super::{
+    acquire_blocking, plain, Builder, Got, Handed, Job, Limits, Owner, PoolError, PoolStats,
+};
 
 /// How a multi-pool picks the sub-pool for a task.
 ///
@@ -97,34 +99,46 @@ impl<J: Send + 'static> Multi<J> {
         }
     }
 
-    fn acquire(&self) -> Result<(&Arc<Core<J>>, Slot<J>), PoolError> {
+    /// Acquire from the picked pool, with the task on offer; round-robin
+    /// retries an overload once on the least busy pool.
+    fn acquire(&self, offer: &mut Option<J>) -> Got<'_, J> {
         let first = self.core(self.pick());
-        match acquire_blocking(first, Limits::default()) {
+        match acquire_blocking(first, Limits::default(), offer) {
             Err(PoolError::Overload) if self.lb == LoadBalancing::RoundRobin => {
                 let second = self.core(self.least_tasks());
-                acquire_blocking(second, Limits::default()).map(|s| (second, s))
+                Ok(acquire_blocking(second, Limits::default(), offer)?.map(|s| (second, s)))
             }
-            r => r.map(|s| (first, s)),
+            r => Ok(r?.map(|s| (first, s))),
         }
     }
 
     fn submit(&self, job: J) -> Result<(), PoolError> {
-        super::submit_via(job, || self.acquire()).map_err(|(e, _)| e)
+        super::submit_via(job, |offer| self.acquire(offer)).map_err(|(e, _)| e)
     }
 
-    async fn acquire_async(&self) -> Result<(&Arc<Core<J>>, Slot<J>), PoolError> {
+    /// `acquire` for async submits, which offer nothing (see
+    /// `submit_async_inner`).
+    async fn acquire_async(&self) -> Got<'_, J> {
         let first = self.core(self.pick());
-        match super::acquire(first, Limits::default()).await {
+        match super::acquire(first, Limits::default(), &mut None).await {
             Err(PoolError::Overload) if self.lb == LoadBalancing::RoundRobin => {
                 let second = self.core(self.least_tasks());
-                Ok((second, super::acquire(second, Limits::default()).await?))
+                let got = super::acquire(second, Limits::default(), &mut None).await;
+                Ok(got?.map(|s| (second, s)))
             }
-            r => Ok((first, r?)),
+            r => Ok(r?.map(|s| (first, s))),
         }
     }
 
-    async fn submit_async(&self, job: J) -> Result<(), PoolError> {
-        super::submit_via_async(job, || self.acquire_async()).await
+    async fn submit_async(&self, mut job: J) -> Result<(), PoolError> {
+        loop {
+            let got = self.acquire_async().await;
+            match super::hand_over(&mut Some(job), got) {
+                Handed::Done => return Ok(()),
+                Handed::Again(j) => job = j,
+                Handed::Failed(e, _) => return Err(e),
+            }
+        }
     }
 
     fn index(&self, i: usize) -> Result<&Arc<Core<J>>, PoolError> {
