@@ -27,8 +27,8 @@
 //! parking; else it goes on the idle queue, stamped with the time. Only then
 //! does the task it ran count as finished (`wait` returns to a pool at rest;
 //! a task taken counts in flight from the same critical section). An idle
-//! worker waits on its mailbox, a channel of capacity one, for the next task
-//! or its close, which means "exit". The mailbox is empty whenever the worker
+//! worker waits on its mailbox (`mailbox.rs`: one slot) for the next task or
+//! its close, which means "exit". The mailbox is empty whenever the worker
 //! is idle or granted, so handing it a task never waits (not even for the
 //! worker to reach its receive).
 //!
@@ -91,10 +91,11 @@ use crate::loom::lock;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+use super::mailbox::{Mailbox, SendError};
 use super::queue::WorkerQueue;
 use super::stats::Counters;
 use super::{Logger, PanicHandler, PoolError};
-use crate::chan::{chan, Chan, TrySendError};
+use crate::chan::{chan, Chan};
 use crate::sched::wait::{pending, WaitReason};
 use crate::sync::waitlist::{Cancelled, Key, WaitList};
 
@@ -122,7 +123,7 @@ pub(crate) struct Options {
 
 /// A worker as the pool holds it while it is idle.
 pub(crate) struct Worker<J> {
-    mailbox: Chan<J>,
+    mailbox: Mailbox<J>,
 }
 
 /// A blocked submitter, as the wait list holds it.
@@ -329,8 +330,8 @@ impl<J: Send + 'static> Core<J> {
                     self.stats.submitted.fetch_sub(1, Ordering::Relaxed);
                     self.finish_one();
                     match e {
-                        TrySendError::Closed(job) => Err(Dispatch::Dead(job)),
-                        TrySendError::Full(_) => {
+                        SendError::Closed(job) => Err(Dispatch::Dead(job)),
+                        SendError::Full(_) => {
                             unreachable!("gosched::pool: an idle worker's mailbox held a task")
                         }
                     }
@@ -759,7 +760,7 @@ fn worker_main<J: Send + 'static>(mut start: Start<J>) {
                     let _ = self.me.mailbox.close();
                     self.core.retire_locked(&mut st)
                 };
-                if let Ok(job) = self.me.mailbox.try_recv() {
+                if let Some(job) = self.me.mailbox.try_recv() {
                     // Sent before the close: it will not run.
                     drop(job);
                     self.core.stats.cancelled.fetch_add(1, Ordering::Relaxed);
@@ -775,7 +776,9 @@ fn worker_main<J: Send + 'static>(mut start: Start<J>) {
         .take()
         .expect("the first job is taken once");
     drop(start);
-    let me = Arc::new(Worker { mailbox: chan(1) });
+    let me = Arc::new(Worker {
+        mailbox: Mailbox::new(),
+    });
     let mut guard = Retire {
         core: &core,
         me: &me,

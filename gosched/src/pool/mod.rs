@@ -72,6 +72,7 @@
 //! the blocking forms panic there if they would have to wait.
 
 mod core;
+mod mailbox;
 mod multi;
 mod queue;
 mod result;
