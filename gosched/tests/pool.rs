@@ -1164,6 +1164,74 @@ fn timeouts_and_cancels_racing_a_take_lose_nothing_and_run_nothing_twice() {
     });
 }
 
+/// "Spawning no faster than workers start" (pool/core.rs): with one P, a
+/// goroutine submitting tasks that park would otherwise spawn a worker per
+/// submit until the cap, none of them started (it holds the only P); held
+/// back, it lets them start, they come back after their sleep and are reused,
+/// and far fewer workers ever exist.
+#[test]
+fn a_submitter_does_not_spawn_far_ahead_of_workers_that_park() {
+    within("spawn throttle", || {
+        const CAP: usize = 4_000;
+        let rt = gosched::Builder::new().procs(1).build().unwrap();
+        let (running, completed) = rt
+            .block_on(rt.go(|| {
+                let pool = Pool::new(CAP as isize).unwrap();
+                for _ in 0..3 * CAP {
+                    pool.submit(|| gosched::time::sleep(Duration::from_millis(5)))
+                        .unwrap();
+                }
+                pool.wait();
+                (pool.running(), pool.stats().completed)
+            }))
+            .unwrap();
+        assert_eq!(completed, 3 * CAP as u64);
+        assert!(
+            running < CAP * 3 / 4,
+            "{running} workers for {CAP} at most: spawned ahead of starting"
+        );
+    });
+}
+
+/// ... but a pool whose tasks compute without parking does not hold its
+/// submitter back: starting those workers sooner would not bring them back
+/// sooner, and the submitter would wait for a round of them per yield.
+#[test]
+fn a_submitter_of_computing_tasks_is_not_held_back() {
+    within("no throttle for computing tasks", || {
+        const N: usize = 500;
+        let rt = gosched::Builder::new().procs(1).build().unwrap();
+        let done_before_return = rt
+            .block_on(rt.go(|| {
+                let pool = Pool::new(N as isize).unwrap();
+                let done = Arc::new(AtomicUsize::new(0));
+                for _ in 0..N {
+                    let d = Arc::clone(&done);
+                    pool.submit(move || {
+                        let t = Instant::now();
+                        while t.elapsed() < Duration::from_micros(200) {
+                            std::hint::spin_loop();
+                        }
+                        d.fetch_add(1, Relaxed);
+                    })
+                    .unwrap();
+                }
+                let before = done.load(Relaxed);
+                pool.wait();
+                assert_eq!(done.load(Relaxed), N);
+                before
+            }))
+            .unwrap();
+        // Until the first task finishes the pool assumes parking tasks (one
+        // round of about 17 runs); held back throughout, nearly all N would
+        // have run before the loop returned.
+        assert!(
+            done_before_return < N / 5,
+            "{done_before_return} of {N} tasks ran while their submitter submitted"
+        );
+    });
+}
+
 #[test]
 fn async_submitters_back_pressure_without_blocking_their_thread() {
     within("async submit", || {

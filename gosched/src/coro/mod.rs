@@ -88,6 +88,8 @@ struct GoroutineCtx {
     /// `lock_os_thread` depth (Go's nested `LockOSThread` count); while
     /// non-zero the goroutine holds its M (`sched/lockos.rs`).
     lock_depth: Cell<u32>,
+    /// Times it has suspended (parked or yielded): `suspensions`.
+    suspensions: Cell<u32>,
     /// Goroutine-local values (`local.rs`), dropped with the goroutine.
     locals: local::Locals,
     info: CurrentGoroutine,
@@ -199,6 +201,7 @@ where
                 cx: Cell::new(ptr::null_mut()),
                 pinned,
                 lock_depth: Cell::new(0),
+                suspensions: Cell::new(0),
                 locals: local::Locals::default(),
                 info: CurrentGoroutine {
                     id,
@@ -366,6 +369,7 @@ pub(crate) fn current_pinned() -> Option<bool> {
 
 /// Suspend the current goroutine until its task is polled again.
 fn suspend(g: &GoroutineCtx) {
+    g.suspensions.set(g.suspensions.get().wrapping_add(1));
     // SAFETY: the yielder was set when the coroutine started and is valid while
     // it runs; we are running on it.
     unsafe { &*g.yielder.get() }.suspend(());
@@ -387,6 +391,14 @@ pub(crate) fn block_on_goroutine<Fut: Future>(fut: Fut) -> Fut::Output {
         }
         suspend(g);
     }
+}
+
+/// How many times the calling goroutine has suspended (parked or yielded)
+/// so far, wrapping; `None` outside a goroutine. Two readings around a call
+/// tell whether it blocked (the pool learns from it whether its tasks park).
+pub(crate) fn suspensions() -> Option<u32> {
+    // SAFETY: non-null pointers in CURRENT are live goroutine contexts.
+    unsafe { current().as_ref() }.map(|g| g.suspensions.get())
 }
 
 /// Run `f` with the calling goroutine's local table (`None` outside one).
