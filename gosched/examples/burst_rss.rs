@@ -11,7 +11,8 @@
 //! cargo run --release -p gosched --example burst_rss [-- units]
 //!
 //! `BURST_SMAPS=1` also lists, at the end, the mappings that hold the most
-//! resident memory.
+//! resident memory, those whose resident memory grew the most since before
+//! the burst (what the idle process kept), and glibc's `malloc_stats`.
 
 use std::time::{Duration, Instant};
 
@@ -73,15 +74,21 @@ fn mib(kb: u64) -> f64 {
     kb as f64 / 1024.0
 }
 
-/// The mappings holding the most resident memory (`BURST_SMAPS=1`).
-fn print_top_mappings() {
+/// Resident kB of each mapping of the process, with its `/proc/self/smaps`
+/// header line, keyed by start address.
+fn mappings() -> Vec<(usize, u64, String)> {
     let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-    let mut maps: Vec<(u64, String)> = Vec::new();
+    let mut maps = Vec::new();
     let mut head = String::new();
     for line in smaps.lines() {
         if let Some(v) = line.strip_prefix("Rss:") {
             let kb = v.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
-            maps.push((kb, head.clone()));
+            let start = head
+                .split('-')
+                .next()
+                .and_then(|a| usize::from_str_radix(a, 16).ok())
+                .unwrap_or(0);
+            maps.push((start, kb, head.clone()));
         } else if line
             .split_whitespace()
             .next()
@@ -90,9 +97,34 @@ fn print_top_mappings() {
             head = line.to_string();
         }
     }
-    maps.sort_by_key(|m| std::cmp::Reverse(m.0));
-    for (kb, head) in maps.iter().take(12) {
+    maps
+}
+
+/// The mappings holding the most resident memory at the end, and those
+/// whose resident memory grew the most since `before` (`BURST_SMAPS=1`).
+fn print_top_mappings(before: &[(usize, u64, String)]) {
+    let mut maps = mappings();
+    maps.sort_by_key(|m| std::cmp::Reverse(m.1));
+    println!("mappings holding the most RSS:");
+    for (_, kb, head) in maps.iter().take(12) {
         println!("  {kb:>8} kB  {head}");
+    }
+    let mut grown: Vec<(i64, &str)> = maps
+        .iter()
+        .map(|(start, kb, head)| {
+            let was = before
+                .iter()
+                .find(|m| m.0 == *start)
+                .map_or(0, |m| m.1 as i64);
+            (*kb as i64 - was, head.as_str())
+        })
+        .filter(|m| m.0 != 0)
+        .collect();
+    grown.sort_by_key(|m| std::cmp::Reverse(m.0));
+    let total: i64 = grown.iter().map(|m| m.0).sum();
+    println!("RSS grown since before the burst, by mapping (total {total} kB):");
+    for (kb, head) in grown.iter().take(12) {
+        println!("  {kb:>+8} kB  {head}");
     }
 }
 
@@ -103,6 +135,7 @@ fn main() {
     let rt = gosched::Builder::new().procs(2).build().unwrap();
     rt.block_on(rt.go(|| {})).unwrap();
     std::thread::sleep(Duration::from_millis(100));
+    let maps_before = mappings();
     let before = status_kb("VmRSS");
     let pte_before = status_kb("VmPTE");
     let peak = rt
@@ -195,7 +228,7 @@ fn main() {
         None => println!("RSS never came back within 2x of before the burst: missed"),
     }
     if std::env::var_os("BURST_SMAPS").is_some() {
-        print_top_mappings();
+        print_top_mappings(&maps_before);
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
         // SAFETY: malloc_stats only prints the C heap's statistics to stderr.
         unsafe {
