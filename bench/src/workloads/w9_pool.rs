@@ -169,13 +169,20 @@ fn gosched_pool(procs: usize, n: u64) -> Sample {
         let pool = pool_builder().build().expect("pool");
         let t = Instant::now();
         let ok = submit_sleeps(&pool, n);
-        pool.wait();
-        let elapsed = t.elapsed();
-        let completed = pool.stats().completed;
-        assert_eq!(completed, ok, "tasks completed vs submitted");
-        (elapsed, completed)
+        wait_all(&pool, t, ok)
     });
     Sample::timed(elapsed, done)
+}
+
+/// After the submits: wait for every task; the time since `t` and the
+/// tasks completed (checked against the `ok` submits).
+#[cfg(feature = "gosched")]
+fn wait_all(pool: &gosched::pool::Pool, t: Instant, ok: u64) -> (Duration, u64) {
+    pool.wait();
+    let elapsed = t.elapsed();
+    let completed = pool.stats().completed;
+    assert_eq!(completed, ok, "tasks completed vs submitted");
+    (elapsed, completed)
 }
 
 /// `gosched::pool::PoolWithFunc<u32>`: the root goroutine invokes, then
@@ -321,11 +328,7 @@ fn gosched_pool_saturated(procs: usize, n: u64) -> Sample {
             })
             .collect();
         let ok: u64 = hs.into_iter().map(|h| h.join().expect("submitter")).sum();
-        pool.wait();
-        let elapsed = t.elapsed();
-        let completed = pool.stats().completed;
-        assert_eq!(completed, ok, "tasks completed vs submitted");
-        (elapsed, completed)
+        wait_all(&pool, t, ok)
     });
     Sample::timed(elapsed, done)
 }

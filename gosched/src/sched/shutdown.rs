@@ -101,14 +101,22 @@ impl Shared {
         while let Some(t) = self.owned.pop() {
             t.shutdown();
         }
+        // Taken before any P's cache is borrowed: a scavenger flushing idle
+        // Ps' caches (`flush_idle_stack_caches`, which holds it throughout)
+        // is done, or sees the shutdown flag and touches none.
+        #[cfg(not(loom))]
+        let flush = self.stacks.lock_cache_flush();
         for p in self.procs.iter() {
             p.timers.clear();
-            // SAFETY: no M runs any more: this thread is the only user of every P.
+            // SAFETY: no M runs any more: this thread is the only user of every
+            // P but a scavenger's flush, which `flush` (above) excludes.
             #[cfg(not(loom))]
             unsafe {
-                p.local().stacks.drain(&self.stacks)
+                p.local().stacks.drain(&self.stacks, &flush)
             };
         }
+        #[cfg(not(loom))]
+        drop(flush);
         // Free the stacks' memory now; the slabs are unmapped when the last
         // handle to the runtime (a JoinHandle, a waker) is gone.
         #[cfg(not(loom))]

@@ -2059,12 +2059,11 @@ impl StackCache {
     }
 
     /// Gives every cached stack and all credit back to the pool (shutdown:
-    /// no scavenger is started; the caller trims the pool). Takes the
-    /// pool's `cache_flush` lock: a scavenger may be flushing idle Ps'
-    /// caches at the same time (`flush_idle`), and teardown holds no
-    /// scheduler lock.
-    pub(crate) fn drain(&mut self, pool: &StackPool) {
-        let _flush = pool.lock_cache_flush();
+    /// no scavenger is started; the caller trims the pool). The caller
+    /// holds the pool's `cache_flush` guard, taken before it borrowed the
+    /// cache: a scavenger may be flushing idle Ps' caches at the same time
+    /// (`flush_idle`), and teardown holds no scheduler lock.
+    pub(crate) fn drain(&mut self, pool: &StackPool, _flush: &MutexGuard<'_, ()>) {
         let _ = self.drain_live(pool);
     }
 
@@ -2542,7 +2541,7 @@ pub(crate) mod tests {
         let t = cache.get(&pool, 32 * 1024).unwrap();
         let _ = cache.put(&pool, s);
         let _ = cache.put(&pool, t);
-        cache.drain(&pool);
+        cache.drain(&pool, &pool.lock_cache_flush());
         assert_eq!(cache.len(), 0);
         let st = pool.stats();
         assert_eq!(st.outstanding, 0);
@@ -2616,8 +2615,8 @@ pub(crate) mod tests {
         for s in running {
             let _ = a.put(&pool, s);
         }
-        a.drain(&pool);
-        b.drain(&pool);
+        a.drain(&pool, &pool.lock_cache_flush());
+        b.drain(&pool, &pool.lock_cache_flush());
         let st = pool.stats();
         assert_eq!((st.outstanding, st.committed), (0, 0), "{st:?}");
     }
