@@ -826,23 +826,34 @@ fn submit_blocking<J: Send + 'static>(
     .map_err(|(e, _)| e)
 }
 
-async fn submit_async_inner<J: Send + 'static>(
-    core: &Arc<Core<J>>,
-    job: J,
-    limits: Limits<'_>,
-) -> Result<(), PoolError> {
-    let mut job = job;
+/// `submit_via` for async submits, which offer nothing: a submit future
+/// dropped while it waits must leave its task unrun, and a task taken by a
+/// worker could not be called back.
+async fn submit_via_async<'a, J, F, Fut>(mut job: J, mut acquire: F) -> Result<(), PoolError>
+where
+    J: Send + 'static,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Got<'a, J>>,
+{
     loop {
-        // No offer: a submit future dropped while it waits must leave its
-        // task unrun, and a task taken by a worker could not be called back.
-        let got = acquire(core, limits, &mut None).await;
-        let got = got.map(|slot| slot.map(|s| (core, s)));
+        let got = acquire().await;
         match hand_over(&mut Some(job), got) {
             Handed::Done => return Ok(()),
             Handed::Again(j) => job = j,
             Handed::Failed(e, _) => return Err(e),
         }
     }
+}
+
+async fn submit_async_inner<J: Send + 'static>(
+    core: &Arc<Core<J>>,
+    job: J,
+    limits: Limits<'_>,
+) -> Result<(), PoolError> {
+    submit_via_async(job, || async move {
+        Ok(acquire(core, limits, &mut None).await?.map(|s| (core, s)))
+    })
+    .await
 }
 
 /// Hand `job` over only if a worker is free or can be started now.

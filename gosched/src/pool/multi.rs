@@ -15,9 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::core::Core;
-use super::{
-    acquire_blocking, plain, Builder, Got, Handed, Job, Limits, Owner, PoolError, PoolStats,
-};
+use super::{acquire_blocking, plain, Builder, Got, Job, Limits, Owner, PoolError, PoolStats};
 
 /// How a multi-pool picks the sub-pool for a task.
 ///
@@ -117,7 +115,7 @@ impl<J: Send + 'static> Multi<J> {
     }
 
     /// `acquire` for async submits, which offer nothing (see
-    /// `submit_async_inner`).
+    /// `submit_via_async`).
     async fn acquire_async(&self) -> Got<'_, J> {
         let first = self.core(self.pick());
         match super::acquire(first, Limits::default(), &mut None).await {
@@ -130,15 +128,8 @@ impl<J: Send + 'static> Multi<J> {
         }
     }
 
-    async fn submit_async(&self, mut job: J) -> Result<(), PoolError> {
-        loop {
-            let got = self.acquire_async().await;
-            match super::hand_over(&mut Some(job), got) {
-                Handed::Done => return Ok(()),
-                Handed::Again(j) => job = j,
-                Handed::Failed(e, _) => return Err(e),
-            }
-        }
+    async fn submit_async(&self, job: J) -> Result<(), PoolError> {
+        super::submit_via_async(job, || self.acquire_async()).await
     }
 
     fn index(&self, i: usize) -> Result<&Arc<Core<J>>, PoolError> {
