@@ -259,8 +259,15 @@ impl Shared {
             (p, s.idle.ms.pop())
         };
         let Some(m) = m else {
-            self.release_p(p);
-            return Err(task);
+            // No M on the list: the timer sleeper is idle too (it waits for
+            // a timer, not for work). A new thread instead would home this
+            // goroutine on a third M for two Ps, and from then on the Ms
+            // would pass the Ps round ("Ms take turns"), each turn a park
+            // and a futex wake (W9: 4 Ms, 15-40k switches a second).
+            return self.start_sleeper(p, false, Some(task)).map_err(|t| {
+                self.release_p(p);
+                t.expect("the task comes back")
+            });
         };
         if m.adopt(task).is_err() {
             // An M leaves the idle list before it retires, under the lock
@@ -395,12 +402,51 @@ impl Shared {
                 }
             }
         };
+        self.startm(p, m, true);
+    }
+
+    /// Go's `startm`'s tail: run P `p` (taken for this, RUNNING) on `m`, an
+    /// M popped off the idle list; with none, on the timer sleeper; with
+    /// none either, on a new thread. Waking the sleeper rather than starting
+    /// a thread keeps the number of Ms that home goroutines near the number
+    /// of Ps: each M that starts goroutines keeps them for good (the thread
+    /// rule), and more such Ms than Ps take turns on the Ps.
+    pub(crate) fn startm(&self, p: usize, m: Option<Arc<Machine>>, spinning: bool) {
         match m {
             Some(m) => {
                 self.procs[p].set_owner(&m);
-                m.start(p, true)
+                m.start(p, spinning)
             }
-            None => newm(self.arc(), p, true),
+            None => {
+                if self.start_sleeper(p, spinning, None).is_err() {
+                    newm(self.arc(), p, spinning);
+                }
+            }
         }
+    }
+
+    /// Hand P `p` (taken for this) to the timer sleeper, with `task` (a
+    /// pinned goroutine that has not run yet) homed on it first. `Err` (the
+    /// task back) if no M sleeps on the timers, or one was handed a P
+    /// already. Under the sleeper lock, as `hand_off_to_readied` hands it a
+    /// P: while registered it has not looked for a P yet, and the first
+    /// thing it does when it wakes is take the one handed to it.
+    fn start_sleeper(
+        &self,
+        p: usize,
+        spinning: bool,
+        task: Option<Task>,
+    ) -> Result<(), Option<Task>> {
+        let sl = lock(&self.sleeper);
+        let Some(m) = sl.as_ref().filter(|m| !m.has_nextp()) else {
+            return Err(task);
+        };
+        if let Some(t) = task {
+            // The sleeper is on its thread (only an M on no list retires).
+            m.adopt(t).map_err(Some)?;
+        }
+        self.procs[p].set_owner(m);
+        m.start(p, spinning);
+        Ok(())
     }
 }

@@ -25,7 +25,8 @@
 //! # Parking and timers
 //!
 //! Idle Ms park on their `Parker` (`crate::park`) in the idle-M list; `wakep`
-//! pops one, hands it a P through `nextp`, and wakes it. One idle M at a time is the
+//! pops one, hands it a P through `nextp`, and wakes it (with none on the
+//! list, the timer sleeper: `Shared::startm`). One idle M at a time is the
 //! *timer sleeper*: instead of parking indefinitely it parks until the earliest
 //! timer of any P (`Shared::next_timer`), publishing that time in
 //! `sleeper_until`. A timer that becomes earlier than that wakes it
@@ -72,7 +73,10 @@
 //!   first at every schedule, and a goroutine they ready on another M
 //!   becomes the candidate (in Go it would take `runnext`): a chain handing
 //!   one P back and forth otherwise starved a 1 ms ticker homed on either
-//!   M (`tests/handoff.rs`). Without the hand-off, a
+//!   M (`tests/handoff.rs`). A chain ends with its time slice: once
+//!   sysmon marks the P's slice expired (`Processor::slice_expired`), the
+//!   next link runs its own queue instead, so a goroutine readied earlier
+//!   in either M's inbox gets the P. Without the hand-off, a
 //!   goroutine pair split across two Ms on one P (a retake during a hog's
 //!   slice hands the P to a new M, which starts the unstarted goroutines)
 //!   got one exchange per step of whatever else the readier's M ran: Go's
@@ -248,7 +252,7 @@ impl Machine {
     }
 
     /// Whether a P handed over by `start` waits to be taken.
-    fn has_nextp(&self) -> bool {
+    pub(super) fn has_nextp(&self) -> bool {
         self.nextp.load(Acquire) != NO_P
     }
 
@@ -854,6 +858,9 @@ impl MachineCtx {
             // that has not moved for `FORCE_PREEMPT`.
             p.schedtick
                 .store(p.schedtick.load(Relaxed).wrapping_add(1), Relaxed);
+            if p.slice_expired.load(Relaxed) {
+                p.slice_expired.store(false, Relaxed);
+            }
         }
         // Owner-only write; thieves compare it across their `runnext` wait.
         p.execs
@@ -915,8 +922,18 @@ impl MachineCtx {
                 // Homed: woken while it ran, or yielding: the back of our own
                 // queue (never the global one, where another M could take it).
                 // (Draining the inbox in front of it first cost W13 15% on
-                // a 16-core box: the order of its wake-ups changes.)
-                self.localq.borrow_mut().push_back(t);
+                // a 16-core box: the order of its wake-ups changes.) At the
+                // end of an expired slice (sysmon's request, honoured) it
+                // goes behind the inbox too, as Go's preempted G goes to
+                // the global queue's tail: a goroutine readied here from
+                // another M long ago ran only after it otherwise, and in a
+                // chain of hand-offs that one may never run (the hog pair
+                // of `tests/sysmon.rs` `split_pairs_share_one_p`).
+                let mut q = self.localq.borrow_mut();
+                if p.is_some_and(|p| p.slice_expired.load(Relaxed)) && self.m.has_inbox() {
+                    self.m.drain_inbox_into(&mut q);
+                }
+                q.push_back(t);
             } else if let Some(p) = p {
                 if !yielded || p.has_work() || self.shared.global_len() == 0 {
                     // Woken while it ran, or yielding (Go's goyield): the back
@@ -1593,6 +1610,19 @@ impl MachineCtx {
         if self.has_homed_next() || self.shared.idle_ps() != 0 {
             // Something of ours runs next with the slice; or a P is idle,
             // which the readied M takes itself.
+            return false;
+        }
+        if self.proc(pi).slice_expired.load(Relaxed) {
+            // The chain has held the P for a whole slice (sysmon marked
+            // it expired): it ends here, as Go's `runnext` chain ends when
+            // sysmon preempts. Our queues run next, and `g` waits its
+            // turn on its own M, behind what its M had queued first (it
+            // gets the P when we run out of work, or "Ms take turns").
+            // Without this stop, a pair split across two Ms that share
+            // one P passed it back and forth for good, and a goroutine
+            // waiting in either M's inbox never ran (`tests/sysmon.rs`,
+            // `split_pairs_share_one_p`: the hog pair's count 0 in 1 to
+            // 2 tries of 10).
             return false;
         }
         // SAFETY: every M of this runtime stays in `Shared::machines` (an

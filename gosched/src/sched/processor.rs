@@ -37,6 +37,13 @@ pub(crate) struct Processor {
     pub(crate) runnext: AtomicPtr<Header>,
     pub(crate) schedtick: AtomicU32,
     pub(crate) execs: AtomicU32,
+    /// sysmon asked this P's time slice to end (`schedtick` unmoved for
+    /// `FORCE_PREEMPT`); cleared by the next new slice (`execute`). A
+    /// chain of hand-offs between Ms (`machine.rs`, "Hand-off to the
+    /// readied goroutine's M") stops at it, as Go's `runnext` chain stops
+    /// when sysmon preempts the G that inherited the slice. A hint: std
+    /// atomic, outside loom's model.
+    pub(crate) slice_expired: std::sync::atomic::AtomicBool,
     /// In-place syscalls entered on this P (owner-written; sysmon tells one
     /// long call from many short ones).
     pub(crate) syscalltick: AtomicU32,
@@ -103,6 +110,7 @@ impl Processor {
             runnext: AtomicPtr::new(ptr::null_mut()),
             schedtick: AtomicU32::new(0),
             execs: AtomicU32::new(0),
+            slice_expired: std::sync::atomic::AtomicBool::new(false),
             syscalltick: AtomicU32::new(0),
             owner: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
             eager: AtomicU32::new(0),

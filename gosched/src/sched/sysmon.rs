@@ -53,7 +53,7 @@
 
 use std::time::Duration;
 
-use super::machine::{newm, Machine};
+use super::machine::Machine;
 use super::status::{self, state_of};
 use super::timers::{now_ns, NEVER};
 use super::Shared;
@@ -416,7 +416,15 @@ impl Shared {
                         rec.schedtick = tick;
                         rec.schedwhen = now;
                         rec.preempted_at = 0;
-                    } else if st == status::USER
+                    } else if now.saturating_sub(rec.schedwhen) >= FORCE_PREEMPT {
+                        // The slice is over, also for a chain of hand-offs
+                        // between Ms caught between two polls (RUNNING):
+                        // the chain stops at its next link (`machine.rs`,
+                        // "Hand-off to the readied goroutine's M").
+                        p.slice_expired.store(true, Relaxed);
+                    }
+                    if rec.schedtick == tick
+                        && st == status::USER
                         && now.saturating_sub(rec.schedwhen) >= FORCE_PREEMPT
                     {
                         if let Some(m) = self.owner_of(pi) {
@@ -598,12 +606,6 @@ impl Shared {
         p.status.store(status::RUNNING);
         let m = Shared::mget(&mut s);
         drop(s);
-        match m {
-            Some(m) => {
-                p.set_owner(&m);
-                m.start(pi, spinning);
-            }
-            None => newm(self.arc(), pi, spinning),
-        }
+        self.startm(pi, m, spinning);
     }
 }
