@@ -279,6 +279,19 @@ impl Shared {
         Ok(())
     }
 
+    /// Wake every M on the idle list and the timer sleeper; each re-checks
+    /// what it waits for and parks again (`blocking.rs`, `ask_ms_to_trim`).
+    #[cfg(not(loom))]
+    pub(crate) fn wake_idle_ms(&self) {
+        let idle: Vec<Arc<Machine>> = lock(&self.sched).idle.ms.clone();
+        for m in idle {
+            m.wake();
+        }
+        if let Some(m) = &*lock(&self.sleeper) {
+            m.wake();
+        }
+    }
+
     /// Put `m` back on the idle list (caller holds the lock: a retirement
     /// that changed its mind).
     pub(crate) fn midle_return(&self, s: &mut Sched, m: Arc<Machine>) {

@@ -188,6 +188,10 @@ const M_SLICE: Duration = Duration::from_micros(250);
 /// tens on a loaded machine.
 #[cfg(not(loom))]
 const HANDOFF_WAIT: Duration = Duration::from_micros(100);
+/// An M's queues of homed goroutines keep up to this many slots of
+/// capacity when it trims after a burst (`trim_if_asked`).
+#[cfg(not(loom))]
+const QUEUE_KEEP: usize = 256;
 /// The netpoller's timeouts are whole milliseconds (epoll): a sleeper whose
 /// next timer is sooner sleeps on its parker instead.
 #[cfg(not(loom))]
@@ -379,6 +383,16 @@ impl Machine {
         preempt::clear(self);
     }
 
+    /// Free the inbox's buffer if it is empty and grew past `QUEUE_KEEP`
+    /// slots (`MachineCtx::trim_if_asked`).
+    #[cfg(not(loom))]
+    fn shrink_inbox(&self) {
+        let mut inbox = lock(&self.inbox);
+        if inbox.tasks.is_empty() && inbox.tasks.capacity() > QUEUE_KEEP {
+            inbox.tasks = VecDeque::new();
+        }
+    }
+
     /// Tasks in the inbox (a snapshot, for stats).
     #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn inbox_len(&self) -> usize {
@@ -508,6 +522,8 @@ pub(crate) struct MachineCtx {
     /// they ready on another M becomes the hand-off candidate (in Go it
     /// would take `runnext`, ahead of whatever the last poll readied).
     in_top_timers: Cell<bool>,
+    /// The last `Shared::heap_trims` this M acted on (`trim_if_asked`).
+    heap_trims_seen: Cell<u32>,
 }
 
 impl MachineCtx {
@@ -656,6 +672,7 @@ fn mstart(shared: Arc<Shared>, m: Arc<Machine>, p: usize, spinning: bool) {
         localq: RefCell::new(VecDeque::new()),
         handoff: Cell::new(None),
         in_top_timers: Cell::new(false),
+        heap_trims_seen: Cell::new(0),
     };
     // Uninstalled before `ctx` is dropped (declared after it).
     let _installed = context::install_machine(&ctx);
@@ -1437,6 +1454,8 @@ impl MachineCtx {
         // A request that raced the end of our last poll dies here: a flag
         // left set would keep every M's runtime calls on the slow path.
         preempt::clear(&self.m);
+        #[cfg(not(loom))]
+        self.trim_if_asked();
         let next = shared.next_timer();
         #[cfg(not(loom))]
         let netpoll = shared.netpoll.active();
@@ -1496,6 +1515,8 @@ impl MachineCtx {
             if shared.shutdown.load(Acquire) {
                 return false;
             }
+            #[cfg(not(loom))]
+            self.trim_if_asked();
             if !off_idle_list && self.has_homed_work() {
                 off_idle_list = true;
                 let mut s = lock(&shared.sched);
@@ -1527,6 +1548,30 @@ impl MachineCtx {
                 }
             }
         }
+    }
+
+    /// The stack scavenger finished a run after a burst and asks every M
+    /// to give back what its thread keeps of the burst (`Shared::heap_trims`,
+    /// `blocking.rs`): the capacity its queues of homed goroutines grew to
+    /// (a burst of 100,000 readied goroutines grew them to 65,536 slots,
+    /// about 1.1 MiB in all), and the free top of its thread's glibc arena
+    /// (`trim_thread_arena`). Called where an idle M parks or wakes
+    /// without work; the scavenger wakes the idle ones for it.
+    #[cfg(not(loom))]
+    fn trim_if_asked(&self) {
+        let asked = self.shared.heap_trims.load(Relaxed);
+        if asked == self.heap_trims_seen.get() {
+            return;
+        }
+        self.heap_trims_seen.set(asked);
+        {
+            let mut q = self.localq.borrow_mut();
+            if q.is_empty() && q.capacity() > QUEUE_KEEP {
+                *q = VecDeque::new();
+            }
+        }
+        self.m.shrink_inbox();
+        super::blocking::trim_thread_arena();
     }
 
     /// Idle on the list for `thread_keep_alive`: exit this thread if it is

@@ -142,6 +142,11 @@ pub(crate) struct Shared {
     /// The timer sleeper M, set and cleared under this lock; adders wake it
     /// under the same lock (`Shared::timer_added`).
     pub(crate) sleeper: Mutex<Option<Arc<Machine>>>,
+    /// Runs of the stack scavenger that ended after a burst: each M, when
+    /// it next parks or wakes idle, gives back what its thread keeps of
+    /// the burst (`MachineCtx::trim_if_asked`). A hint: std atomic.
+    #[cfg(not(loom))]
+    pub(crate) heap_trims: std::sync::atomic::AtomicU32,
     /// The sysmon thread's sleep and wake-up (`sysmon.rs`).
     #[cfg(not(loom))]
     pub(crate) sysmon: sysmon::Sysmon,
@@ -247,6 +252,8 @@ impl Shared {
             global_timers: Timers::new(),
             sleeper_until: AtomicU64::new(0),
             sleeper: Mutex::new(None),
+            #[cfg(not(loom))]
+            heap_trims: std::sync::atomic::AtomicU32::new(0),
             #[cfg(not(loom))]
             sysmon: sysmon::Sysmon::new(),
             shutdown: AtomicBool::new(false),
