@@ -101,6 +101,16 @@ where
         // instead of after sysmon's next look; a fast site keeps it (and
         // sysmon retakes it if a call turns out slow). Fast sites are
         // re-measured one call in `SAMPLE` (two clock reads per measure).
+        // A slow call gives the P away and blocks this M: no goroutine may
+        // be placed here meanwhile (and if one was, a moment ago, hand off).
+        let _alone = if slow {
+            match crate::sched::syscall::block_alone(usize::from(pinned)) {
+                Ok(guard) => guard,
+                Err(()) => return hand_off(f, site),
+            }
+        } else {
+            None
+        };
         if slow || sample_this_call() {
             // Time `f` alone: a hand-off's own cost must not make a fast
             // site look slow.

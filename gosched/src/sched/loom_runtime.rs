@@ -383,6 +383,52 @@ fn hand_off_to_idle_races_an_m_parking() {
     });
 }
 
+/// A goroutine alone on its M about to block in place (`syscall.rs`,
+/// `block_alone`) races a placement that adopts a goroutine onto that M:
+/// either the adoption lands first and the caller sees it (it hands its
+/// call off instead of blocking the M), or the caller shuts the door first
+/// and the adoption is refused (the spawner starts it elsewhere) — never a
+/// goroutine adopted onto an M that then blocks for the whole call. Once
+/// the call is over, adoptions land again.
+#[test]
+fn adopt_races_a_goroutine_blocking_alone() {
+    model(2, || {
+        let rt = runtime();
+        let m = Arc::new(super::machine::Machine::new());
+        let info = super::task::SpawnInfo {
+            pinned: true,
+            goroutine: true,
+            site: std::panic::Location::caller(),
+            named: false,
+        };
+        let (task, handle) = super::task::new_task(async { 7 }, 1, info, rt.clone());
+        let m2 = m.clone();
+        // The caller is migratable here (`own` 0): nothing else homed.
+        let caller = thread::spawn(move || m2.begin_blocking(0));
+        let adopted = m.adopt(task);
+        let blocking = caller.join().unwrap();
+        assert_ne!(adopted.is_ok(), blocking, "adopted onto an M blocked alone");
+        let task = match adopted {
+            Ok(()) => {
+                let mut queued = m.close_inbox();
+                assert_eq!(queued.len(), 1, "the adopted goroutine is in the inbox");
+                queued.pop().unwrap()
+            }
+            Err(task) => {
+                m.end_blocking();
+                // The call is over: the door is open again.
+                let again = m.adopt(task);
+                assert!(again.is_ok(), "refused after the call");
+                let mut queued = m.close_inbox();
+                queued.pop().unwrap()
+            }
+        };
+        task.shutdown();
+        assert!(block_on_thread(handle).is_err(), "cancelled, never run");
+        drop(rt);
+    });
+}
+
 /// An M retiring ("Idle Ms exit", `machine.rs`) races a placement that
 /// adopts a goroutine onto it through a stale `Processor::owner`: either
 /// the goroutine lands in the inbox and the M stays (it has a goroutine

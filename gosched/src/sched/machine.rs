@@ -241,6 +241,10 @@ struct Inbox {
     /// The M's thread exited ("Idle Ms exit"): `adopt` refuses new
     /// goroutines until `newm` gives this `Machine` a thread again.
     retired: bool,
+    /// The one goroutine homed here blocks in place with its P given away
+    /// (`sched/syscall.rs`, `block_alone`): `adopt` refuses new goroutines,
+    /// which would wait for the whole call.
+    blocking: bool,
 }
 
 impl Machine {
@@ -276,6 +280,7 @@ impl Machine {
                 tasks: VecDeque::new(),
                 closed: false,
                 retired: false,
+                blocking: false,
             }),
             inbox_len: AtomicUsize::new(0),
             handed: AtomicBool::new(false),
@@ -335,12 +340,32 @@ impl Machine {
     /// look at `homed` exact.
     pub(crate) fn adopt(self: &Arc<Self>, task: Task) -> Result<(), Task> {
         let inbox = lock(&self.inbox);
-        if inbox.retired {
+        if inbox.retired || inbox.blocking {
             return Err(task);
         }
         self.home(&task);
         self.push_locked(inbox, task);
         Ok(())
+    }
+
+    /// A goroutine about to block in place with its P given away: refuse
+    /// adoptions (`adopt`) until `end_blocking`, if no goroutine but the
+    /// caller's `own` (1, or 0 for a migratable one) is homed here and none
+    /// waits in the inbox. False otherwise: a goroutine adopted a moment ago
+    /// would wait for the whole call. Exact under the inbox lock, which
+    /// `adopt` homes under.
+    pub(crate) fn begin_blocking(&self, own: usize) -> bool {
+        let mut inbox = lock(&self.inbox);
+        if self.homed.load(Relaxed) > own || !inbox.tasks.is_empty() {
+            return false;
+        }
+        inbox.blocking = true;
+        true
+    }
+
+    /// The call `begin_blocking` announced returned: accept adoptions again.
+    pub(crate) fn end_blocking(&self) {
+        lock(&self.inbox).blocking = false;
     }
 
     /// The inbox half of `MachineCtx::try_retire`: from now on refuse
