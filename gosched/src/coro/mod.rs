@@ -461,9 +461,13 @@ fn preempt_yield() {
 pub(crate) fn yield_goroutine() {
     // SAFETY: non-null (caller checked) and valid while we run.
     let g = unsafe { &*current() };
-    context::mark_yield();
-    // SAFETY: the resuming poll's `Context` is alive.
-    unsafe { &*g.cx.get() }.waker().wake_by_ref();
+    // On an M the poll's end requeues the task (`task::poll` reads the mark:
+    // one read-modify-write of the state word less per yield);
+    // elsewhere, the task wakes itself.
+    if !context::mark_yield() {
+        // SAFETY: the resuming poll's `Context` is alive.
+        unsafe { &*g.cx.get() }.waker().wake_by_ref();
+    }
     suspend(g);
 }
 

@@ -245,8 +245,19 @@ pub(crate) fn in_poll() -> bool {
 
 /// `yield_now`: the current task, woken by itself, goes to the global queue
 /// after this poll instead of the local one (Go's `Gosched`).
-pub(crate) fn mark_yield() {
-    if let Some(ctx) = current() {
-        ctx.yielded.set(true);
+pub(crate) fn mark_yield() -> bool {
+    match current() {
+        Some(ctx) => {
+            ctx.yielded.set(true);
+            true
+        }
+        None => false,
     }
+}
+
+/// Whether the poll running on this M yielded (`mark_yield`): its task is
+/// requeued by the transition that ends the poll (`task::poll`).
+#[inline]
+pub(crate) fn yield_marked() -> bool {
+    current().is_some_and(|ctx| ctx.yielded.get())
 }

@@ -541,7 +541,10 @@ unsafe fn poll<F: Future, S: Schedule>(ptr: NonNull<Header>) -> Outcome {
             // `drop_ref` it may be gone).
             let reason =
                 super::wait::reason_of(cell.header.wait.load(std::sync::atomic::Ordering::Relaxed));
-            match cell.header.state.transition_to_idle() {
+            // A goroutine's `yield_now` recorded itself in the M's context
+            // instead of waking its task (`coro::yield_goroutine`).
+            let yielded = super::context::yield_marked();
+            match cell.header.state.transition_to_idle(yielded) {
                 Idle::Parked => {
                     // SAFETY: the run-queue reference is released here.
                     unsafe { drop_ref(ptr) };

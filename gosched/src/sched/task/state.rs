@@ -156,14 +156,19 @@ impl State {
 
     /// After a poll returned `Pending`.
     #[must_use]
-    pub(crate) fn transition_to_idle(&self) -> Idle {
+    ///
+    /// `requeue`: the poll yielded (a goroutine's `yield_now`), so the task
+    /// is NOTIFIED by this same transition, as a wake during the poll would
+    /// have made it, without that wake's own read-modify-write.
+    pub(crate) fn transition_to_idle(&self, requeue: bool) -> Idle {
+        let requeue = if requeue { NOTIFIED } else { 0 };
         self.update(|s| {
             debug_assert!(s & RUNNING != 0);
             if s & CANCELLED != 0 {
                 return (None, Idle::Cancel);
             }
-            let next = s & !RUNNING;
-            let r = if s & NOTIFIED != 0 {
+            let next = (s & !RUNNING) | requeue;
+            let r = if next & NOTIFIED != 0 {
                 Idle::Notified
             } else {
                 Idle::Parked
@@ -291,6 +296,26 @@ mod loom_tests {
     use loom::sync::Arc;
     use loom::thread;
 
+    /// A poll that yielded ends with `transition_to_idle(true)` instead of
+    /// waking itself: the task is requeued exactly once, by the runner,
+    /// whether a concurrent wake comes before or after (it finds the task
+    /// RUNNING, or NOTIFIED already, and does nothing).
+    #[test]
+    fn yield_requeue_beside_a_wake_submits_once() {
+        loom::model(|| {
+            let s = Arc::new(State::new());
+            assert_eq!(s.transition_to_running(), Run::Poll);
+            let s2 = s.clone();
+            let waker = thread::spawn(move || s2.transition_to_notified_by_ref());
+            let idle = s.transition_to_idle(true);
+            let w = waker.join().unwrap();
+            match (idle, w) {
+                (Idle::Notified, Notify::DoNothing) => {}
+                other => panic!("yield requeue lost or doubled: {other:?}"),
+            }
+        });
+    }
+
     #[test]
     fn wake_while_running_is_not_lost() {
         loom::model(|| {
@@ -298,7 +323,7 @@ mod loom_tests {
             assert_eq!(s.transition_to_running(), Run::Poll);
             let s2 = s.clone();
             let waker = thread::spawn(move || s2.transition_to_notified_by_ref());
-            let idle = s.transition_to_idle();
+            let idle = s.transition_to_idle(false);
             let w = waker.join().unwrap();
             // Exactly one party resubmits: either the runner saw NOTIFIED, or the
             // waker found the task idle and took a new reference.
