@@ -383,6 +383,18 @@ fn hand_off_to_idle_races_an_m_parking() {
     });
 }
 
+/// A pinned goroutine that has not run yet (an `async { 7 }` in its place),
+/// for the models of placement's adoptions.
+fn unstarted_goroutine(rt: &Arc<Shared>) -> (super::task::Task, super::task::JoinHandle<i32>) {
+    let info = super::task::SpawnInfo {
+        pinned: true,
+        goroutine: true,
+        site: std::panic::Location::caller(),
+        named: false,
+    };
+    super::task::new_task(async { 7 }, 1, info, rt.clone())
+}
+
 /// A goroutine alone on its M about to block in place (`syscall.rs`,
 /// `block_alone`) races a placement that adopts a goroutine onto that M:
 /// either the adoption lands first and the caller sees it (it hands its
@@ -395,13 +407,7 @@ fn adopt_races_a_goroutine_blocking_alone() {
     model(2, || {
         let rt = runtime();
         let m = Arc::new(super::machine::Machine::new());
-        let info = super::task::SpawnInfo {
-            pinned: true,
-            goroutine: true,
-            site: std::panic::Location::caller(),
-            named: false,
-        };
-        let (task, handle) = super::task::new_task(async { 7 }, 1, info, rt.clone());
+        let (task, handle) = unstarted_goroutine(&rt);
         let m2 = m.clone();
         // The caller is migratable here (`own` 0): nothing else homed.
         let caller = thread::spawn(move || m2.begin_blocking(0));
@@ -440,13 +446,7 @@ fn adopt_races_an_m_retiring() {
     model(2, || {
         let rt = runtime();
         let m = Arc::new(super::machine::Machine::new());
-        let info = super::task::SpawnInfo {
-            pinned: true,
-            goroutine: true,
-            site: std::panic::Location::caller(),
-            named: false,
-        };
-        let (task, handle) = super::task::new_task(async { 7 }, 1, info, rt.clone());
+        let (task, handle) = unstarted_goroutine(&rt);
         let m2 = m.clone();
         let retirer = thread::spawn(move || m2.retire_if_unused());
         let adopted = m.adopt(task);
