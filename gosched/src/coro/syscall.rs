@@ -104,10 +104,10 @@ where
         // A slow call gives the P away and blocks this M: no goroutine may
         // be placed here meanwhile (and if one was, a moment ago, hand off).
         let _alone = if slow {
-            match crate::sched::syscall::block_alone(usize::from(pinned)) {
-                Ok(guard) => guard,
-                Err(()) => return hand_off(f, site),
-            }
+            let Some(guard) = crate::sched::syscall::block_alone(usize::from(pinned)) else {
+                return hand_off(f, site);
+            };
+            Some(guard)
         } else {
             None
         };

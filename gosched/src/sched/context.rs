@@ -243,8 +243,9 @@ pub(crate) fn in_poll() -> bool {
     current().is_some_and(|c| c.in_poll.get())
 }
 
-/// `yield_now`: the current task, woken by itself, goes to the global queue
-/// after this poll instead of the local one (Go's `Gosched`).
+/// `yield_now`: the current task goes to the back of a queue after this
+/// poll (`execute`; a goroutine's is requeued by `task::poll`, which reads
+/// the mark). False off any M: nothing recorded it.
 pub(crate) fn mark_yield() -> bool {
     match current() {
         Some(ctx) => {

@@ -408,14 +408,11 @@ impl Machine {
         preempt::clear(self);
     }
 
-    /// Free the inbox's buffer if it is empty and grew past `QUEUE_KEEP`
-    /// slots (`MachineCtx::trim_if_asked`).
+    /// Shrink the inbox's buffer to `QUEUE_KEEP` slots (or its length)
+    /// (`MachineCtx::trim_if_asked`).
     #[cfg(not(loom))]
     fn shrink_inbox(&self) {
-        let mut inbox = lock(&self.inbox);
-        if inbox.tasks.is_empty() && inbox.tasks.capacity() > QUEUE_KEEP {
-            inbox.tasks = VecDeque::new();
-        }
+        lock(&self.inbox).tasks.shrink_to(QUEUE_KEEP);
     }
 
     /// Tasks in the inbox (a snapshot, for stats).
@@ -1589,12 +1586,7 @@ impl MachineCtx {
             return;
         }
         self.heap_trims_seen.set(asked);
-        {
-            let mut q = self.localq.borrow_mut();
-            if q.is_empty() && q.capacity() > QUEUE_KEEP {
-                *q = VecDeque::new();
-            }
-        }
+        self.localq.borrow_mut().shrink_to(QUEUE_KEEP);
         self.m.shrink_inbox();
         super::blocking::trim_thread_arena();
     }

@@ -149,17 +149,10 @@ impl Drop for BlockingAlone {
 /// other Ps that hold few, and one adopted between the caller's look at
 /// `homed_on_this_m` and the call waited for the whole call:
 /// `tests/sysmon.rs` `counter_progresses_beside_blocking_syscalls`, 1 run
-/// in 15). `Err` if a goroutine was homed here meanwhile: hand the call
-/// off instead. `Ok(None)` off any M (nothing to guard).
-pub(crate) fn block_alone(own: usize) -> Result<Option<BlockingAlone>, ()> {
-    match context::current() {
-        Some(ctx) => {
-            if ctx.m.begin_blocking(own) {
-                Ok(Some(BlockingAlone(ctx.m.clone())))
-            } else {
-                Err(())
-            }
-        }
-        None => Ok(None),
-    }
+/// in 15). `None` if a goroutine was homed here meanwhile: hand the call
+/// off instead.
+pub(crate) fn block_alone(own: usize) -> Option<BlockingAlone> {
+    context::current()
+        .filter(|ctx| ctx.m.begin_blocking(own))
+        .map(|ctx| BlockingAlone(ctx.m.clone()))
 }

@@ -422,32 +422,8 @@ impl Shared {
                         // the chain stops at its next link (`machine.rs`,
                         // "Hand-off to the readied goroutine's M").
                         p.slice_expired.store(true, Relaxed);
-                    }
-                    if rec.schedtick == tick
-                        && st == status::USER
-                        && now.saturating_sub(rec.schedwhen) >= FORCE_PREEMPT
-                    {
-                        if let Some(m) = self.owner_of(pi) {
-                            p.counters.preempt_requests.add(1);
-                            if self.hogs_on() {
-                                self.report_hog(pi, now.saturating_sub(rec.execwhen), false);
-                            }
-                            super::preempt::request(m);
-                            if crate::trace::on() {
-                                self.trace(pi, crate::trace::Ev::Preempt);
-                            }
-                            // The poll may have ended (and its M gone idle)
-                            // since we read the word: then take it back.
-                            if p.status.load_word() != word {
-                                super::preempt::clear(m);
-                            }
-                        }
-                        // Not counted as work for the cadence (Go counts
-                        // only retakes): a hog that never honours the
-                        // request must not keep sysmon at 20 µs.
-                        rec.schedwhen = now;
-                        if rec.preempted_at == 0 {
-                            rec.preempted_at = now;
+                        if st == status::USER {
+                            self.request_preempt(pi, rec, now, word);
                         }
                     }
                     if rec.execs != execs || st != status::USER {
@@ -511,6 +487,34 @@ impl Shared {
         return self.debug.hogs;
         #[cfg(loom)]
         false
+    }
+
+    /// The slice of P `pi` (status word `word` at this look) is over: ask
+    /// the task polling there to yield at its next runtime call
+    /// (`preempt.rs`).
+    fn request_preempt(&self, pi: usize, rec: &mut PRecord, now: u64, word: u64) {
+        let p = &self.procs[pi];
+        if let Some(m) = self.owner_of(pi) {
+            p.counters.preempt_requests.add(1);
+            if self.hogs_on() {
+                self.report_hog(pi, now.saturating_sub(rec.execwhen), false);
+            }
+            super::preempt::request(m);
+            if crate::trace::on() {
+                self.trace(pi, crate::trace::Ev::Preempt);
+            }
+            // The poll may have ended (and its M gone idle)
+            // since we read the word: then take it back.
+            if p.status.load_word() != word {
+                super::preempt::clear(m);
+            }
+        }
+        // Not counted as work for the cadence (Go counts only retakes): a
+        // hog that never honours the request must not keep sysmon at 20 µs.
+        rec.schedwhen = now;
+        if rec.preempted_at == 0 {
+            rec.preempted_at = now;
+        }
     }
 
     /// `GOSCHED_DEBUG=hogs=1`: say which task sysmon asked to yield, or

@@ -542,8 +542,9 @@ unsafe fn poll<F: Future, S: Schedule>(ptr: NonNull<Header>) -> Outcome {
             let reason =
                 super::wait::reason_of(cell.header.wait.load(std::sync::atomic::Ordering::Relaxed));
             // A goroutine's `yield_now` recorded itself in the M's context
-            // instead of waking its task (`coro::yield_goroutine`).
-            let yielded = super::context::yield_marked();
+            // instead of waking its task (`coro::yield_goroutine`); an
+            // async task's wakes itself (no thread-local read for its parks).
+            let yielded = cell.header.goroutine && super::context::yield_marked();
             match cell.header.state.transition_to_idle(yielded) {
                 Idle::Parked => {
                     // SAFETY: the run-queue reference is released here.

@@ -155,11 +155,11 @@ impl State {
     }
 
     /// After a poll returned `Pending`.
-    #[must_use]
     ///
     /// `requeue`: the poll yielded (a goroutine's `yield_now`), so the task
     /// is NOTIFIED by this same transition, as a wake during the poll would
     /// have made it, without that wake's own read-modify-write.
+    #[must_use]
     pub(crate) fn transition_to_idle(&self, requeue: bool) -> Idle {
         let requeue = if requeue { NOTIFIED } else { 0 };
         self.update(|s| {
