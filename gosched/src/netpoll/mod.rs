@@ -5,7 +5,10 @@
 //!
 //! As in Go, the scheduler polls; there is no poller thread.
 //! - An M looking for work polls without blocking (`find_runnable`, step 5)
-//!   when nobody is blocked in the poller.
+//!   when nobody is blocked in the poller, after taking half of the queued
+//!   tasks of a P whose M has not moved since its last look
+//!   (`steal_queued`): the poll would find its own sockets ready again and
+//!   again while a preempted M's queue waited.
 //! - The M that would otherwise sleep until the next timer (the *timer
 //!   sleeper*, `sched/machine.rs`) blocks in the poller instead, with the timer
 //!   as its timeout, once any socket is registered and every P is idle. Only

@@ -9,6 +9,7 @@
 //! | `processor.rs` | P: runq + `runnext` + timers + caches |
 //! | `status.rs` | the P status word: who owns a P, who may move it |
 //! | `machine.rs` | M: the schedule loop, `find_runnable`, stealing, parking |
+//! | `affinity.rs` | pulling a preempted M onto this core (its CPU affinity, restored at its next schedule) |
 //! | `ready.rs` | the ready path: `spawn`/`ready` into `runnext`, the wake policy |
 //! | `sysmon.rs` | sysmon: retakes Ps from slow syscalls and long polls, asks long slices to yield, watches `runnext` |
 //! | `preempt.rs` | preemption requests: how a long slice is asked to yield, and where it does |
@@ -33,6 +34,8 @@
 //! `self: &Arc<Self>` receivers); everything inside it uses the `crate::loom`
 //! shim, so loom models every atomic, lock, thread and park of the scheduler.
 
+#[cfg(not(loom))]
+pub(crate) mod affinity;
 pub(crate) mod alloc;
 #[cfg(not(loom))]
 pub(crate) mod blocking;
