@@ -13,22 +13,23 @@
 //! a while and the stalled M's thread hardly running meanwhile (its CPU
 //! clock, `cpu_time_ns`), moves it to its own core: it narrows that thread's
 //! CPU affinity to the core it runs on, which migrates the thread there at
-//! once, then sleeps a moment or parks. The stalled M puts its own mask back the next
-//! time it enters the scheduler (`restore`).
+//! once, sleeps a moment so that it runs, and puts its mask back.
 //!
 //! # Who writes what
 //!
-//! Everything is under `ThreadPin::state`'s lock: the thread id (set by the
-//! M's thread when it starts, `bind`; cleared before it exits, `unbind`, so
-//! a puller never narrows a reused id), and the mask to put back. A puller
-//! reads the thread's current affinity, keeps it, narrows, and marks the
-//! pin `pulled` (a second pull before the restore is refused: it would keep
-//! the narrowed mask as the one to put back). The M's thread checks the
-//! flag at every schedule (one relaxed load) and restores under the lock.
-//! A pull that lands just after a check is seen at the next schedule, so
-//! the narrowed mask never outlives the M's next trip through the
-//! scheduler — or, for a thread stalled inside a long poll, the end of
-//! that poll.
+//! Everything is under `ThreadPin::state`'s lock: the thread id and its
+//! CPU clock (set by the M's thread when it starts, `bind`; cleared before
+//! it retires or exits, `unbind`, also when a panic ends it, so nobody
+//! narrows or reads a reused id), and the mask to put back. A puller reads
+//! the thread's current affinity, keeps it, narrows it to its own core (only
+//! a core the thread may use: a user's pinning is kept), and marks the pin
+//! `pulled`; a second pull before the restore is refused. The puller itself
+//! puts the mask back after its pause (`release`): the migration already
+//! happened, and a narrowed mask must not outlive the pause, since a thread
+//! inherits its creator's affinity (an M started by a pulled M would keep
+//! one core for life). As a backstop the M restores at every schedule
+//! (`restore`, one relaxed load), and a thread it creates while pulled
+//! starts from the mask it had before (`inherited`, `apply`).
 //!
 //! Elsewhere than Linux this is a no-op.
 
@@ -39,13 +40,16 @@ mod imp {
 
     const SET_SIZE: usize = std::mem::size_of::<libc::cpu_set_t>();
 
+    /// A thread's affinity, to put back.
+    pub(crate) type Mask = Box<libc::cpu_set_t>;
+
     struct State {
         /// The bound thread (0: none).
         tid: libc::pid_t,
         /// Its CPU-time clock.
         clock: libc::clockid_t,
         /// Its affinity before the pull, to put back.
-        saved: Option<Box<libc::cpu_set_t>>,
+        saved: Option<Mask>,
     }
 
     /// One M's thread, as other Ms see it for pulling.
@@ -53,6 +57,31 @@ mod imp {
         state: Mutex<State>,
         /// A pull is in effect: the M restores at its next schedule.
         pulled: AtomicBool,
+    }
+
+    /// Set `tid`'s affinity to `set`; if the kernel refuses (a cpuset
+    /// shrank meanwhile), to every CPU, which it intersects with the
+    /// allowed ones: never leave a thread on one core by mistake.
+    fn set_or_widen(tid: libc::pid_t, set: &libc::cpu_set_t) {
+        // SAFETY: `set` is valid for `SET_SIZE` bytes; `tid` is 0 (the
+        // caller) or a live bound thread (see `State`).
+        if unsafe { libc::sched_setaffinity(tid, SET_SIZE, set) } == 0 {
+            return;
+        }
+        // SAFETY: a `cpu_set_t` is a plain bit array.
+        let mut all: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for cpu in 0..8 * SET_SIZE {
+            // SAFETY: in bounds.
+            unsafe { libc::CPU_SET(cpu, &mut all) };
+        }
+        // SAFETY: as above.
+        unsafe { libc::sched_setaffinity(tid, SET_SIZE, &all) };
+    }
+
+    /// On a thread just created by a pulled M: take the mask its creator
+    /// had before the pull.
+    pub(crate) fn apply(mask: &libc::cpu_set_t) {
+        set_or_widen(0, mask);
     }
 
     impl ThreadPin {
@@ -87,10 +116,15 @@ mod imp {
             self.pulled.store(false, SeqCst);
         }
 
-        /// Called on the M's thread before it exits (an M retiring).
+        /// Called on the M's thread before it retires or exits.
         pub(crate) fn unbind(&self) {
-            self.restore();
-            self.state().tid = 0;
+            let mut st = self.state();
+            if self.pulled.swap(false, SeqCst) {
+                if let Some(set) = st.saved.take() {
+                    set_or_widen(0, &set);
+                }
+            }
+            st.tid = 0;
         }
 
         /// The thread's CPU time so far (None: not bound, or unreadable).
@@ -111,8 +145,9 @@ mod imp {
             Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
         }
 
-        /// Move the thread to the core the caller runs on. False if it could
-        /// not: not bound, pulled already, or the kernel refused.
+        /// Move the thread to the core the caller runs on, if that is one of
+        /// its cores. False if it could not: not bound, pulled already, not
+        /// allowed there, or the kernel refused.
         pub(crate) fn pull_here(&self) -> bool {
             let mut st = self.state();
             if st.tid == 0 || self.pulled.load(Relaxed) {
@@ -123,6 +158,7 @@ mod imp {
             if cpu < 0 || cpu as usize >= 8 * SET_SIZE {
                 return false;
             }
+            let cpu = cpu as usize;
             // SAFETY: a `cpu_set_t` is a plain bit array; zeroed is empty.
             let mut saved: libc::cpu_set_t = unsafe { std::mem::zeroed() };
             // SAFETY: `saved` is valid for `SET_SIZE` bytes; `tid` is a live
@@ -131,10 +167,14 @@ mod imp {
             if unsafe { libc::sched_getaffinity(st.tid, SET_SIZE, &mut saved) } != 0 {
                 return false;
             }
+            // SAFETY: `cpu` is below the set's size in bits (checked above).
+            if !unsafe { libc::CPU_ISSET(cpu, &saved) } {
+                return false; // pinned elsewhere (by the user): keep it
+            }
             // SAFETY: as above.
             let mut here: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-            // SAFETY: `cpu` is below the set's size in bits (checked above).
-            unsafe { libc::CPU_SET(cpu as usize, &mut here) };
+            // SAFETY: as above.
+            unsafe { libc::CPU_SET(cpu, &mut here) };
             // SAFETY: valid set of the right size; `tid` as above.
             if unsafe { libc::sched_setaffinity(st.tid, SET_SIZE, &here) } != 0 {
                 return false;
@@ -142,6 +182,17 @@ mod imp {
             st.saved = Some(Box::new(saved));
             self.pulled.store(true, SeqCst);
             true
+        }
+
+        /// The puller, after its pause: put the thread's mask back (it has
+        /// moved already). A no-op if the M restored it first.
+        pub(crate) fn release(&self) {
+            let mut st = self.state();
+            if st.tid != 0 && self.pulled.swap(false, SeqCst) {
+                if let Some(set) = st.saved.take() {
+                    set_or_widen(st.tid, &set);
+                }
+            }
         }
 
         /// On the M's own thread, in the scheduler: put back the affinity it
@@ -160,9 +211,17 @@ mod imp {
                 return;
             }
             if let Some(set) = st.saved.take() {
-                // SAFETY: valid set of the right size; pid 0 is this thread.
-                unsafe { libc::sched_setaffinity(0, SET_SIZE, &*set) };
+                set_or_widen(0, &set);
             }
+        }
+
+        /// On the M's own thread, about to create a thread: the mask it had
+        /// before a pull still in effect (the new thread `apply`s it).
+        pub(crate) fn inherited(&self) -> Option<Mask> {
+            if !self.pulled.load(Relaxed) {
+                return None;
+            }
+            self.state().saved.clone()
         }
     }
 }
@@ -171,6 +230,11 @@ mod imp {
 mod imp {
     /// Elsewhere: nothing to pull.
     pub(crate) struct ThreadPin;
+
+    /// Nothing to put back.
+    pub(crate) type Mask = ();
+
+    pub(crate) fn apply(_: &Mask) {}
 
     impl ThreadPin {
         pub(crate) fn new() -> Self {
@@ -184,12 +248,22 @@ mod imp {
         pub(crate) fn pull_here(&self) -> bool {
             false
         }
+        pub(crate) fn release(&self) {}
         #[inline]
         pub(crate) fn restore(&self) {}
+        pub(crate) fn inherited(&self) -> Option<Mask> {
+            None
+        }
     }
 }
 
-pub(crate) use imp::ThreadPin;
+pub(crate) use imp::{apply, Mask, ThreadPin};
+
+/// The mask a thread created now should start with: the calling M's own if
+/// another M has it narrowed at the moment (`ThreadPin::inherited`).
+pub(crate) fn inherited() -> Option<Mask> {
+    super::context::current().and_then(|ctx| ctx.m.pin.inherited())
+}
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests {

@@ -120,9 +120,16 @@ impl BlockingPool {
         st.threads += 1;
         drop(st);
         let inner = self.inner.clone();
+        // Started by an M another M has narrowed: the mask before the pull.
+        let mask = super::affinity::inherited();
         let spawned = std::thread::Builder::new()
             .name(self.inner.name.clone())
-            .spawn(move || inner.run(Some(job)));
+            .spawn(move || {
+                if let Some(mask) = mask {
+                    super::affinity::apply(&mask);
+                }
+                inner.run(Some(job))
+            });
         if let Err(e) = spawned {
             self.inner.lock().threads -= 1;
             return Err(e);

@@ -58,6 +58,10 @@ pub(crate) fn lock_current() {
         });
     }
     ctx.locked.set(ctx.locked.get() + 1);
+    #[cfg(not(loom))]
+    ctx.m
+        .locked_hint
+        .store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// The calling goroutine released its last lock (or ended holding one).
@@ -66,6 +70,12 @@ pub(crate) fn unlock_current() {
         let n = ctx.locked.get();
         debug_assert!(n > 0, "M lock count underflow");
         ctx.locked.set(n.saturating_sub(1));
+        #[cfg(not(loom))]
+        if n <= 1 {
+            ctx.m
+                .locked_hint
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
 

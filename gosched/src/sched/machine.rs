@@ -107,19 +107,18 @@
 //!   whole scheduler tick (4 ms at 250 Hz) while its readier's core idles in
 //!   gaps too short for the kernel's balancing. An M that pushed into
 //!   another M's inbox remembers it (`MachineCtx::pushed`); if, when its own
-//!   queues next run dry or before it parks, that inbox has still not been
-//!   drained after `PREEMPTED_HOME_NS` (200 µs), and that M's thread then
+//!   queues next run dry (before it polls the network), that inbox has not
+//!   been drained for `PREEMPTED_HOME_NS` (200 µs), and that M's thread then
 //!   runs less than half of the next 100 µs (its CPU clock), it moves that
-//!   M onto its own core (`affinity.rs`: the affinity is narrowed, and put
-//!   back by the pulled M at its next schedule) and leaves the core to it:
-//!   it sleeps 20 µs, or parks (`yield_to_preempted_home`; a `sched_yield`
-//!   did not do: the kernel keeps running the yielder while it counts the
-//!   pulled thread ahead in CPU time). An M that
-//!   keeps its core (a long-running goroutine: sysmon's business) stays
-//!   where it is. (Leaving every M inside a poll alone instead lost most
-//!   of the gain: the kernel preempts Ms in their polls too.) HTTP with a
-//!   goroutine per connection, c50, wrk beside it on the 2 cores: 97k req/s
-//!   (was 69–78k), p99 2.8 ms (was 3.7–4.0).
+//!   M onto its own core (`affinity.rs`: the affinity is narrowed, which
+//!   migrates the thread at once), sleeps 20 µs so that it runs (a
+//!   `sched_yield` did not: the kernel keeps running the yielder while it
+//!   counts the other thread ahead in CPU time), and puts the mask back
+//!   (`pull_preempted_home`). An M that keeps its core (a long-running
+//!   goroutine: sysmon's business), one in a call or one running a locked
+//!   goroutine stays where it is, and a spinning M does not pull. (Leaving
+//!   every M inside a poll alone instead lost most of the gain: the kernel
+//!   preempts Ms inside polls too.)
 //! - *Shutdown.* An exiting M cancels the goroutines homed on it, on its own
 //!   thread (`cancel_homed`: `next`, `localq`, inbox, and its parked ones
 //!   from the owned list); teardown closes and drains every inbox (later
@@ -214,6 +213,12 @@ const PREEMPTED_HOME_NS: u64 = 200_000;
 #[cfg(not(loom))]
 const PREEMPTED_HOME_CPU_NS: u64 = 100_000;
 
+/// The affinity a new M starts with, if its creator was pulled.
+#[cfg(not(loom))]
+type MaskOf = super::affinity::Mask;
+#[cfg(loom)]
+type MaskOf = ();
+
 /// How long an M that pulled another onto its core sleeps to leave the core
 /// to it (at least; the kernel's timer slack adds up to 50 µs).
 #[cfg(not(loom))]
@@ -261,7 +266,11 @@ pub(crate) struct Machine {
     /// This M's thread, for another M to pull onto its core ("A preempted
     /// home", `affinity.rs`).
     #[cfg(not(loom))]
-    pin: super::affinity::ThreadPin,
+    pub(super) pin: super::affinity::ThreadPin,
+    /// The M runs a goroutine that called `lock_os_thread` (a hint for
+    /// pullers: such a thread is left where it is).
+    #[cfg(not(loom))]
+    pub(super) locked_hint: AtomicBool,
     /// The inbox's front came with a P handed over by the M that readied
     /// it ("Hand-off to the readied goroutine's M"): this M runs it first,
     /// in the time slice it inherits. Written before the P is handed
@@ -343,6 +352,8 @@ impl Machine {
             inbox_drains: std::sync::atomic::AtomicU32::new(0),
             #[cfg(not(loom))]
             pin: super::affinity::ThreadPin::new(),
+            #[cfg(not(loom))]
+            locked_hint: AtomicBool::new(false),
             handed: AtomicBool::new(false),
             pless: std::sync::atomic::AtomicBool::new(false),
             homed: std::sync::atomic::AtomicUsize::new(0),
@@ -672,9 +683,13 @@ pub(crate) fn newm(shared: Arc<Shared>, p: usize, spinning: bool) {
     let s2 = shared.clone();
     let seq = shared.mseq.fetch_add(1, Relaxed);
     let kept = m.clone();
+    #[cfg(not(loom))]
+    let mask = super::affinity::inherited();
+    #[cfg(loom)]
+    let mask = None;
     let res = thread::Builder::new()
         .name(format!("{}-m{seq}", shared.config.name))
-        .spawn(move || mstart(s2, m, p, spinning));
+        .spawn(move || mstart(s2, m, p, spinning, mask));
     match res {
         Ok(h) => {
             let mut threads = lock(&shared.threads);
@@ -719,6 +734,8 @@ fn fatal_thread_exhaustion(max: usize) -> ! {
 /// already, under the scheduler lock: `retired`, shared with its context).
 struct ExitGuard {
     shared: Arc<Shared>,
+    #[cfg(not(loom))]
+    m: Arc<Machine>,
     retired: std::rc::Rc<Cell<bool>>,
 }
 
@@ -726,16 +743,34 @@ impl Drop for ExitGuard {
     fn drop(&mut self) {
         if !self.retired.get() {
             self.shared.nthreads.fetch_sub(1, AcqRel);
+            // Also when a panic ends the thread: nobody may pull its id.
+            // (A retired M unbound before its `Machine` could be reused.)
+            #[cfg(not(loom))]
+            self.m.pin.unbind();
         }
         *lock(&self.shared.live_ms) -= 1;
         self.shared.ms_exited.notify_all();
     }
 }
 
-fn mstart(shared: Arc<Shared>, m: Arc<Machine>, p: usize, spinning: bool) {
+/// An M's thread. `mask`: the affinity its creator had before another M
+/// narrowed it (`affinity.rs`), taken first.
+fn mstart(
+    shared: Arc<Shared>,
+    m: Arc<Machine>,
+    p: usize,
+    spinning: bool,
+    #[allow(unused_variables)] mask: Option<MaskOf>,
+) {
+    #[cfg(not(loom))]
+    if let Some(mask) = mask {
+        super::affinity::apply(&mask);
+    }
     let retired = std::rc::Rc::new(Cell::new(false));
     let _exit = ExitGuard {
         shared: shared.clone(),
+        #[cfg(not(loom))]
+        m: m.clone(),
         retired: retired.clone(),
     };
     m.parker.bind();
@@ -774,11 +809,8 @@ fn mstart(shared: Arc<Shared>, m: Arc<Machine>, p: usize, spinning: bool) {
     let _installed = context::install_machine(&ctx);
     ctx.schedule();
     if !ctx.retired.get() {
-        // (A retired M's `Machine` may already serve a new thread; it
-        // unbound its pin before it retired.)
+        // (A retired M's `Machine` may already serve a new thread.)
         preempt::clear(&ctx.m);
-        #[cfg(not(loom))]
-        ctx.m.pin.unbind();
     }
 }
 
@@ -1294,7 +1326,7 @@ impl MachineCtx {
                 if let Some(t) = self.steal_queued(p) {
                     return Some((t, false));
                 }
-                self.yield_to_preempted_home(true);
+                self.pull_preempted_home(true);
                 if let Some(ready) = shared.netpoll.poll(Some(Duration::ZERO), now_ns) {
                     shared.inject(ready, Some(p));
                     // SAFETY: we own `p`.
@@ -1591,16 +1623,19 @@ impl MachineCtx {
         }
     }
 
-    /// Out of work of our own: if an inbox we pushed into has waited
-    /// `PREEMPTED_HOME_NS` undrained and its M then got less than half of a
-    /// core over `PREEMPTED_HOME_CPU_NS`, that M is waiting for a core (or
-    /// blocked): pull it onto ours (`affinity.rs`) and, if we are not about
-    /// to park anyway (`then_yield`), sleep `PULL_PAUSE` so that it runs
-    /// ("A preempted home"). An M that keeps its core (a long-running goroutine: sysmon's
-    /// business) is left where it is. Only a stall this long pays the two
-    /// reads of its CPU clock.
+    /// Out of work of our own, about to poll or to park (`pause` false):
+    /// if an inbox we pushed into has waited `PREEMPTED_HOME_NS` undrained
+    /// and its M then got less than half of a core over
+    /// `PREEMPTED_HOME_CPU_NS`, that M is waiting for a core: pull it onto
+    /// ours (`affinity.rs`); unless we park anyway, sleep `PULL_PAUSE` so
+    /// that it runs, and put its mask back once it did ("A preempted
+    /// home"; else it restores the mask itself at its next schedule). Left alone: an
+    /// M that keeps its core (a long-running goroutine: sysmon's business),
+    /// one in a call (its P in SYSCALL) or running a locked goroutine; and
+    /// we do not pull while spinning (Ms that spin must not sleep). Only a
+    /// stall this long pays the two reads of its CPU clock.
     #[cfg(not(loom))]
-    fn yield_to_preempted_home(&self, then_yield: bool) {
+    fn pull_preempted_home(&self, pause: bool) {
         let Some(mut seen) = self.pushed.get() else {
             return;
         };
@@ -1614,12 +1649,17 @@ impl MachineCtx {
         let now = now_ns();
         match seen.cpu {
             _ if seen.since == 0 => seen.since = now,
+            // First reading, or a stale one (we parked meanwhile): the
+            // decision is about the last `PREEMPTED_HOME_CPU_NS`.
             None if now.saturating_sub(seen.since) >= PREEMPTED_HOME_NS => {
-                let Some(cpu) = m.pin.cpu_time_ns() else {
+                seen.cpu = m.pin.cpu_time_ns().map(|c| (now, c));
+                if seen.cpu.is_none() {
                     self.pushed.set(None);
                     return;
-                };
-                seen.cpu = Some((now, cpu));
+                }
+            }
+            Some((at, _)) if now.saturating_sub(at) > 2 * PREEMPTED_HOME_CPU_NS => {
+                seen.cpu = m.pin.cpu_time_ns().map(|c| (now, c));
             }
             Some((at, cpu)) if now.saturating_sub(at) >= PREEMPTED_HOME_CPU_NS => {
                 self.pushed.set(None);
@@ -1627,12 +1667,24 @@ impl MachineCtx {
                     .pin
                     .cpu_time_ns()
                     .map_or(u64::MAX, |c| c.saturating_sub(cpu));
-                if ran < (now - at) / 2 {
-                    m.pin.pull_here();
-                    if then_yield {
-                        // Leave the core to it: a `sched_yield` would not
-                        // when the kernel counts it ahead of us in CPU time.
-                        std::thread::sleep(PULL_PAUSE);
+                let in_call = self.shared.procs.iter().any(|v| {
+                    ptr::eq(v.owner.load(Acquire), m) && v.status.load() == status::SYSCALL
+                });
+                if ran < (now - at) / 2
+                    && !in_call
+                    && !self.spinning.get()
+                    && !m.locked_hint.load(Relaxed)
+                    && m.pin.pull_here()
+                    && pause
+                {
+                    // Leave the core to it: a `sched_yield` would not when
+                    // the kernel counts it ahead of us in CPU time. Once it
+                    // ran here, its mask can go back (it has moved); if it
+                    // did not, it restores the mask itself when it runs.
+                    let before = m.pin.cpu_time_ns();
+                    std::thread::sleep(PULL_PAUSE);
+                    if before.is_some() && m.pin.cpu_time_ns() > before {
+                        m.pin.release();
                     }
                 }
                 return;
@@ -1680,7 +1732,7 @@ impl MachineCtx {
         #[cfg(not(loom))]
         self.trim_if_asked();
         #[cfg(not(loom))]
-        self.yield_to_preempted_home(false);
+        self.pull_preempted_home(false);
         let next = shared.next_timer();
         #[cfg(not(loom))]
         let netpoll = shared.netpoll.active();
