@@ -1511,16 +1511,8 @@ impl MachineCtx {
                 if matches!(v.status.load(), status::IDLE | status::DEAD) {
                     continue;
                 }
-                let before = p.runq.len();
-                // SAFETY: we own `p`'s ring (the destination); `v` is another P.
-                if let Some(t) = unsafe { v.runq.steal_into(&p.runq) } {
-                    let n = (p.runq.len() + 1).saturating_sub(before);
-                    p.count_steal_from(v, n as u64);
-                    if crate::trace::on() {
-                        self.trace_steal(p.id, vi, n);
-                    }
-                    // SAFETY: ring items are owned task references.
-                    return Some(unsafe { Task::from_raw(t) });
+                if let Some(t) = self.steal_ring(p, v) {
+                    return Some(t);
                 }
                 let next = if last {
                     v.runnext.load(Acquire)
@@ -1593,16 +1585,8 @@ impl MachineCtx {
             if std::mem::replace(&mut seen[vi], execs) != execs {
                 continue;
             }
-            let before = p.runq.len();
-            // SAFETY: we own `p`'s ring (the destination); `v` is another P.
-            if let Some(t) = unsafe { v.runq.steal_into(&p.runq) } {
-                let n = (p.runq.len() + 1).saturating_sub(before);
-                p.count_steal_from(v, n as u64);
-                if crate::trace::on() {
-                    self.trace_steal(p.id, vi, n);
-                }
-                // SAFETY: ring items are owned task references.
-                return Some(unsafe { Task::from_raw(t) });
+            if let Some(t) = self.steal_ring(p, v) {
+                return Some(t);
             }
         }
         None
@@ -1692,6 +1676,20 @@ impl MachineCtx {
             _ => return,
         }
         self.pushed.set(Some(seen));
+    }
+
+    /// Half of `v`'s ring into ours (`p`, owned); the first of them to run.
+    fn steal_ring(&self, p: &Processor, v: &Processor) -> Option<Task> {
+        let before = p.runq.len();
+        // SAFETY: we own `p`'s ring (the destination); `v` is another P.
+        let t = unsafe { v.runq.steal_into(&p.runq) }?;
+        let n = (p.runq.len() + 1).saturating_sub(before);
+        p.count_steal_from(v, n as u64);
+        if crate::trace::on() {
+            self.trace_steal(p.id, v.id, n);
+        }
+        // SAFETY: ring items are owned task references.
+        Some(unsafe { Task::from_raw(t) })
     }
 
     #[cold]
