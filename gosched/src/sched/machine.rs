@@ -1564,7 +1564,10 @@ impl MachineCtx {
     #[cfg(not(loom))]
     fn steal_queued(&self, p: &Processor) -> Option<Task> {
         let shared = &*self.shared;
-        let n = shared.procs.len();
+        // Live Ps only: this runs whenever the M's queues run dry, and
+        // `procs` has a slot for every CPU of the box (the rest are DEAD,
+        // their rings empty).
+        let n = shared.nprocs().min(shared.procs.len());
         if n == 1 {
             return None;
         }
