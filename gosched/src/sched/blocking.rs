@@ -205,11 +205,13 @@ impl Inner {
 }
 
 /// How often the stack scavenger takes a step, and how many stacks one step
-/// releases at most with `MADV_DONTNEED` (`StackPool::scavenge`). Once a
-/// burst is over (a quiet step, the second after it ends), its slabs go
-/// back whole, so 100,000 freed stacks are returned about 0.75 s after the
-/// burst; while bursts go on, 8,192 stacks a step, in one `madvise` per run
-/// of adjacent stacks.
+/// releases at most with `MADV_DONTNEED` (`StackPool::scavenge_within`).
+/// Once a burst is over (a quiet step, the second after it ends), its slabs
+/// go back whole; while bursts go on, up to 8,192 stacks a step, in one
+/// `madvise` per run of adjacent stacks. Each step also stops when its CPU
+/// budget is spent, and a step that overran sleeps longer (`stack/pace.rs`:
+/// 1% of the procs' CPU time, as Go's scavenger): 100,000 freed stacks are
+/// back 2–3 s after the burst with 2 procs.
 const SCAVENGE_PERIOD: Duration = Duration::from_millis(250);
 const SCAVENGE_BATCH: usize = 8192;
 
@@ -222,19 +224,32 @@ impl super::Shared {
     /// steps.
     pub(crate) fn scavenge_stacks_soon(self: &Arc<Self>) {
         let runtime = Arc::downgrade(self);
-        let started = self.blocking.try_submit(Box::new(move || loop {
-            std::thread::sleep(SCAVENGE_PERIOD);
-            let Some(shared) = runtime.upgrade() else {
-                return;
-            };
-            if shared.stacks.quiet() {
-                shared.flush_idle_stack_caches();
-            }
-            if !shared.stacks.scavenge(SCAVENGE_BATCH) {
-                super::alloc::trim_depot();
-                trim_heap();
-                shared.ask_ms_to_trim();
-                return;
+        let first = self.stacks.pace_first_sleep(self.nprocs(), SCAVENGE_PERIOD);
+        let started = self.blocking.try_submit(Box::new(move || {
+            let mut sleep = first;
+            loop {
+                std::thread::sleep(sleep);
+                let Some(shared) = runtime.upgrade() else {
+                    return;
+                };
+                let procs = shared.nprocs();
+                let step = shared.stacks.pace_begin(procs);
+                if shared.stacks.quiet() {
+                    shared.flush_idle_stack_caches();
+                }
+                let mut go_on = || step.go_on(crate::stack::pace::thread_cpu_ns());
+                let more = shared.stacks.scavenge_within(SCAVENGE_BATCH, &mut go_on);
+                if !more {
+                    // Not split: counted as the step's work (a debt the
+                    // next run's first sleep pays).
+                    super::alloc::trim_depot();
+                    trim_heap();
+                    shared.ask_ms_to_trim();
+                }
+                sleep = shared.stacks.pace_end(step, procs, SCAVENGE_PERIOD);
+                if !more {
+                    return;
+                }
             }
         }));
         if started.is_err() {
