@@ -3005,23 +3005,31 @@ pub(crate) mod tests {
     /// `MADV_DONTNEED` pass before; a step after a stack was handed out
     /// does not (the bursts of W13 would map, guard and fault them again),
     /// and releases the old stacks beyond the bound instead.
-    #[test]
-    fn quiet_steps_return_whole_slabs() {
-        let _serial = serial();
-        let config = PoolConfig {
+    /// Slabs of 4, 8, 16... stacks, hot lists bounded at 4 stacks.
+    fn small_slabs() -> PoolConfig {
+        PoolConfig {
             first_slab_stacks: 4,
             hot_max_stacks: 4,
             ..PoolConfig::default()
-        };
+        }
+    }
+
+    /// `n` stacks of `size`, every page written.
+    fn alloc_touched(pool: &StackPool, n: usize, size: usize) -> Vec<Stack> {
+        let stacks: Vec<_> = (0..n).map(|_| pool.alloc(size).unwrap()).collect();
+        for s in &stacks {
+            touch(s);
+        }
+        stacks
+    }
+
+    #[test]
+    fn quiet_steps_return_whole_slabs() {
+        let _serial = serial();
+        let config = small_slabs();
         let size = 16 * 1024;
         // Slabs of 4, 8 and 16 stacks, all carved, all freed at once.
-        let burst = |pool: &StackPool| {
-            let stacks: Vec<_> = (0..28).map(|_| pool.alloc(size).unwrap()).collect();
-            for s in &stacks {
-                touch(s);
-            }
-            assert!(pool.free_batch(stacks));
-        };
+        let burst = |pool: &StackPool| assert!(pool.free_batch(alloc_touched(pool, 28, size)));
 
         let pool = StackPool::with_config(config);
         burst(&pool);
@@ -3077,17 +3085,9 @@ pub(crate) mod tests {
     #[test]
     fn paced_steps_leave_the_rest_for_later() {
         let _serial = serial();
-        let config = PoolConfig {
-            first_slab_stacks: 4,
-            hot_max_stacks: 4,
-            ..PoolConfig::default()
-        };
         let size = 16 * 1024;
-        let pool = StackPool::with_config(config);
-        let stacks: Vec<_> = (0..28).map(|_| pool.alloc(size).unwrap()).collect();
-        for s in &stacks {
-            touch(s);
-        }
+        let pool = StackPool::with_config(small_slabs());
+        let stacks = alloc_touched(&pool, 28, size);
         let slabs = slab_range(&pool);
         assert_eq!(slabs.len(), 3);
         assert!(pool.free_batch(stacks));
