@@ -344,14 +344,32 @@ where
 /// setter.join().unwrap();
 /// ```
 #[cfg(not(loom))]
+#[inline(always)]
 pub fn yield_now() {
+    // Inlined into the caller, down to the stack switch
+    // (`coro::yield_goroutine`): every frame of ours left between the
+    // goroutine's code and the switch costs a mispredicted return when the
+    // goroutine resumes, since the CPU's return-stack buffer then holds the
+    // M's frames, not the goroutine's (about 6 ns a frame on this box's
+    // EPYC: a bare corosensei round trip takes 2.6 ns, with 9 frames between
+    // the switches 57 ns). W4: 40 → 24 ns per yield.
     if coro::in_goroutine() {
         coro::yield_goroutine();
-    } else if coro::in_async_task() {
+    } else {
+        yield_not_in_a_goroutine();
+    }
+}
+
+/// `yield_now` outside a goroutine: the thread yields, or an async task is
+/// told what to use instead.
+#[cfg(not(loom))]
+#[cold]
+#[inline(never)]
+fn yield_not_in_a_goroutine() {
+    if coro::in_async_task() {
         panic!(
             "gosched::yield_now called from an async task: use gosched::task::yield_now().await"
         );
-    } else {
-        std::thread::yield_now();
     }
+    std::thread::yield_now();
 }

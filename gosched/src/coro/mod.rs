@@ -367,7 +367,10 @@ pub(crate) fn current_pinned() -> Option<bool> {
         .map(|g| g.pinned)
 }
 
-/// Suspend the current goroutine until its task is polled again.
+/// Suspend the current goroutine until its task is polled again. Always
+/// inlined: a frame between a goroutine's code and its stack switch costs a
+/// mispredicted return at every resume (see `yield_now`).
+#[inline(always)]
 fn suspend(g: &GoroutineCtx) {
     g.suspensions.set(g.suspensions.get().wrapping_add(1));
     // SAFETY: the yielder was set when the coroutine started and is valid while
@@ -376,7 +379,8 @@ fn suspend(g: &GoroutineCtx) {
 }
 
 /// `block_on` inside a goroutine: poll with the goroutine's waker, suspend while
-/// pending.
+/// pending. Always inlined, as `suspend` (see `yield_now`).
+#[inline(always)]
 pub(crate) fn block_on_goroutine<Fut: Future>(fut: Fut) -> Fut::Output {
     let mut fut = pin!(fut);
     loop {
@@ -458,6 +462,7 @@ fn preempt_yield() {
 }
 
 /// Go's `Gosched` for a goroutine: requeue on the global queue and let others run.
+#[inline(always)]
 pub(crate) fn yield_goroutine() {
     // SAFETY: non-null (caller checked) and valid while we run.
     let g = unsafe { &*current() };
@@ -714,17 +719,30 @@ impl Go {
 /// });
 /// assert_eq!(h.join().unwrap(), 42);
 /// ```
+#[inline(always)]
 pub fn block_on<Fut: Future>(fut: Fut) -> Fut::Output {
+    // Inlined into the caller down to the stack switch: a frame of ours left
+    // between the goroutine's code and the switch costs a mispredicted
+    // return at every resume (see `yield_now`).
     if in_goroutine() {
         block_on_goroutine(fut)
-    } else if in_async_task() {
+    } else {
+        block_on_not_in_a_goroutine(fut)
+    }
+}
+
+/// `block_on` outside a goroutine: the thread parks, or an async task is told
+/// to `.await` instead.
+#[cold]
+#[inline(never)]
+fn block_on_not_in_a_goroutine<Fut: Future>(fut: Fut) -> Fut::Output {
+    if in_async_task() {
         panic!(
             "gosched::block_on called from inside an async task; that would block the \
              scheduler thread. Use `.await` instead."
         )
-    } else {
-        crate::park::block_on_thread(fut)
     }
+    crate::park::block_on_thread(fut)
 }
 
 impl<T> JoinHandle<T> {
