@@ -255,7 +255,11 @@
 //! beyond its credit (the overshoot of one syscall, or the trims at the end
 //! of a run, which cannot be split) is paid back by a longer sleep. The
 //! bucket holds at most one second's worth, so a small burst is returned
-//! in one step and a large one at the rate. Before, a quiet step unmapped
+//! in one step and a large one at the rate. mprotect mode unmaps whole
+//! slabs unpaced: their guards count against the map budget until they are
+//! gone, and promised stacks rely on getting them back (a review found a
+//! promised goroutine failing with `MapCountExhausted` while paced slabs
+//! waited). Before, a quiet step unmapped
 //! every empty slab at once: the 100,000-goroutine burst's 45–65 ms of
 //! kernel work in one step, and a burst of a million goroutines some 0.6 s
 //! of a core in one go.
@@ -887,7 +891,7 @@ struct SizeClass {
 struct PoolInner {
     classes: Vec<SizeClass>,
     slabs: Vec<Slab>,
-    /// Scavenge generation: `scavenge` calls so far.
+    /// Scavenge generation: scavenger steps so far.
     gen: u32,
     /// A scavenger is running or asked for (see `free_batch`).
     scavenging: bool,
@@ -1093,7 +1097,7 @@ impl StackPool {
     /// classes' hot lists: resident, no syscall ("Scavenging"). Returns true
     /// when a hot list is over its bound and no scavenger runs yet: the
     /// caller then starts one (`Shared::scavenge_stacks_soon`), which calls
-    /// [`scavenge`](Self::scavenge) until it returns false.
+    /// [`scavenge_within`](Self::scavenge_within) until it returns false.
     #[must_use = "start a scavenger when asked to"]
     pub(crate) fn free_batch(&self, stacks: impl IntoIterator<Item = Stack>) -> bool {
         self.free_batch_aged(stacks, false)
@@ -1160,7 +1164,7 @@ impl StackPool {
     }
 
     /// Whether no stack left the pool since the previous scavenger step
-    /// (`scavenge` then takes whole slabs first): the scavenger then also
+    /// (the step then takes whole slabs first): the scavenger then also
     /// flushes the caches of idle Ps (`StackCache::flush_idle`).
     pub(crate) fn quiet(&self) -> bool {
         let inner = self.lock();
@@ -1246,7 +1250,8 @@ impl StackPool {
             inner.gen = cur.wrapping_add(1);
             let quiet = inner.handed_out == inner.handed_out_seen;
             inner.handed_out_seen = inner.handed_out;
-            // What an earlier step left unmapped goes first.
+            // What an earlier step left unmapped (unmapped after this
+            // step's releases, before its new slabs).
             unmap = std::mem::take(&mut inner.unmapping);
             if quiet {
                 // The burst is over (nothing was taken for a whole
@@ -1305,7 +1310,19 @@ impl StackPool {
         // Syscalls outside the lock; these stacks and slabs are in no list
         // meanwhile.
         let released = self.release_runs(&mut release, go_on);
-        let left = self.unmap_slabs(&mut unmap, go_on);
+        // A step's first syscall always runs (it makes progress); after a
+        // `madvise` run the budget is asked before the first piece too.
+        let left = if self.config.guard_mode == GuardMode::Mprotect {
+            // Not paced: a slab's mprotect guards count against the map
+            // budget (`GUARDED_STACKS`) until it is unmapped, and
+            // `reserve`'s promises rely on getting them back at once. (With
+            // pacing, a quiet step that left slabs pending for seconds made
+            // a promised goroutine fail at its first run with
+            // `MapCountExhausted`: found in review.)
+            self.unmap_slabs(&mut unmap, &mut || true, true)
+        } else {
+            self.unmap_slabs(&mut unmap, go_on, release.is_empty())
+        };
         let mut inner = self.lock();
         for &(ci, _, slot) in &release[..released] {
             self.make_cold(&mut inner, ci, slot);
@@ -1431,10 +1448,21 @@ impl StackPool {
 
     /// Unmaps the slabs `take_empty_slabs` took out of the pool (lock not
     /// held), from the front, a piece of at most [`UNMAP_PIECE`] per
-    /// `munmap`, asking `go_on` after each piece; returns what is left.
-    fn unmap_slabs(&self, unmap: &mut [Unmap], go_on: &mut dyn FnMut() -> bool) -> Vec<Unmap> {
+    /// `munmap`, asking `go_on` before each piece (but the first, when
+    /// `first_free`: nothing else ran in this step); returns what is left.
+    fn unmap_slabs(
+        &self,
+        unmap: &mut [Unmap],
+        go_on: &mut dyn FnMut() -> bool,
+        first_free: bool,
+    ) -> Vec<Unmap> {
         let mut i = 0;
+        let mut asked = !first_free;
         while i < unmap.len() {
+            if asked && !go_on() {
+                break;
+            }
+            asked = true;
             let u = &mut unmap[i];
             let piece = if u.len <= UNMAP_PIECE {
                 u.len
@@ -1446,8 +1474,8 @@ impl StackPool {
             // none of its stacks is out (no goroutine, no per-P cache holds
             // one) and none is in a list, so nothing uses or can hand out
             // this memory; it left the overflow registry first. `piece` is a
-            // whole number of stacks, so in mprotect mode it ends on a
-            // mapping's boundary.
+            // whole number of stacks (unmapping from the front never splits
+            // a mapping in two, so it cannot raise the map count).
             let r = unsafe { libc::munmap(u.start as *mut libc::c_void, piece) };
             if r != 0 {
                 // ENOMEM (splitting a mapping would pass
@@ -1462,9 +1490,6 @@ impl StackPool {
             } else {
                 u.start += piece;
                 u.len -= piece;
-            }
-            if i < unmap.len() && !go_on() {
-                break;
             }
         }
         unmap[i..].to_vec()
@@ -1810,9 +1835,12 @@ impl StackPool {
         Ok(())
     }
 
-    /// Installs the guards of the stacks `from..to` of a slab at `start`
-    /// (none of them carved: nobody uses those pages). Returns how many,
-    /// counted from `from`: at least one, or the error of the first.
+    /// Installs the guards of the stacks `from..to` of a slab at `start`.
+    /// Only their guard pages are touched, which no stack uses (with the
+    /// lock released, `install_ahead`, some of those stacks may be carved
+    /// and running meanwhile: their usable pages are not in the range).
+    /// Returns how many, counted from `from`: at least one, or the error of
+    /// the first.
     fn install_guards(
         &self,
         start: usize,
@@ -1821,9 +1849,9 @@ impl StackPool {
         to: usize,
     ) -> Result<usize, StackError> {
         let per_page = |i: usize| {
-            // SAFETY: the guard page of an uncarved stack slot inside our
-            // slab: nobody uses this page; the advice only writes a guard
-            // marker into its page-table entry.
+            // SAFETY: the guard page of a stack slot inside our slab:
+            // nobody uses this page; the advice only writes a guard marker
+            // into its page-table entry.
             retry_eintr(|| unsafe {
                 libc::madvise(
                     (start + i * stride) as *mut libc::c_void,
@@ -1862,8 +1890,8 @@ impl StackPool {
         let mut last_err = None;
         while done < want {
             let first = done / self.page;
-            // SAFETY: every iovec is the guard page of an uncarved stack
-            // slot of our slab (as in `per_page`). `pidfd` names this
+            // SAFETY: every iovec is the guard page of a stack slot of our
+            // slab (as in `per_page`). `pidfd` names this
             // process unless the application closed it and its number was
             // reused: the kernel refuses this advice on another process's
             // memory (EINVAL), so at worst the call fails. It only reads
@@ -2026,6 +2054,11 @@ impl StackPool {
     pub(crate) fn trim(&self) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         self.cool_all_hot(&mut inner);
+        // Slabs a paced scavenger left pending still hold their pages.
+        let mut pending = std::mem::take(&mut inner.unmapping);
+        drop(inner);
+        let left = self.unmap_slabs(&mut pending, &mut || true, true);
+        debug_assert!(left.is_empty());
     }
 
     /// mprotect mode, out of map budget: moves every hot stack to cold,
@@ -2068,7 +2101,7 @@ impl Drop for StackPool {
         }
         // What a paced scavenger left to unmap.
         let mut unmapping = std::mem::take(&mut inner.unmapping);
-        let left = self.unmap_slabs(&mut unmapping, &mut || true);
+        let left = self.unmap_slabs(&mut unmapping, &mut || true, true);
         debug_assert!(left.is_empty());
     }
 }
@@ -3121,6 +3154,30 @@ pub(crate) mod tests {
         // Dropping the pool unmaps the third.
         drop(pool);
         assert_eq!(maps_overlapping(slabs[2].0, slabs[2].1), 0);
+    }
+
+    /// mprotect mode unmaps unpaced: a slab's guards count against the map
+    /// budget until it is gone, and promises rely on getting them back (a
+    /// review found a promised goroutine failing with `MapCountExhausted`
+    /// while paced slabs waited).
+    #[test]
+    fn mprotect_slabs_go_at_once() {
+        let _serial = serial();
+        let pool = StackPool::with_config(PoolConfig {
+            guard_mode: GuardMode::Mprotect,
+            ..small_slabs()
+        });
+        let stacks = alloc_touched(&pool, 28, 16 * 1024);
+        let slabs = slab_range(&pool);
+        assert!(pool.free_batch(stacks));
+        let mut stop = || false;
+        assert!(pool.scavenge_within(usize::MAX, &mut stop));
+        assert!(pool.scavenge_within(usize::MAX, &mut stop)); // quiet
+        let st = pool.stats();
+        assert_eq!((st.slabs_returned, st.mapped_bytes), (3, 0), "{st:?}");
+        for (lo, hi) in slabs {
+            assert_eq!(maps_overlapping(lo, hi), 0);
+        }
     }
 
     /// A slab whose next guards are being installed with the pool lock

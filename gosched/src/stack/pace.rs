@@ -13,9 +13,11 @@
 //!   that starts after a quiet while may spend that at once;
 //! * a step works while the CPU time of its thread (user and system: almost
 //!   all of it is the kernel freeing pages) stays under the credit, checked
-//!   between its syscalls ([`Step::go_on`]), so it overshoots by at most one
-//!   syscall (one `madvise` run, or one `munmap` piece of at most
-//!   `UNMAP_PIECE`);
+//!   before each syscall but its first ([`Step::go_on`]), so it overshoots
+//!   by at most one syscall: a `madvise` run (adjacent stacks of a slab, up
+//!   to a step's 8,192) or a `munmap` piece of at most `UNMAP_PIECE`.
+//!   (mprotect mode unmaps unpaced: its guards count against the map
+//!   budget until the slab is gone, `stack/mod.rs`);
 //! * what it used comes off the credit, which may go negative (debt: the
 //!   overshoot, or the trims at the end of a run, which cannot be split);
 //!   the next sleep is long enough to pay the debt back
@@ -54,7 +56,9 @@ pub(crate) struct Pace {
     last: u64,
 }
 
-/// One step's allowance, from [`Pace::begin`].
+/// One step's allowance, from [`Pace::begin`]. (A new run submitted while
+/// the previous one does its last trims may start before their debt is
+/// counted: its first step then finds no credit and makes one syscall.)
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Step {
     /// The thread's CPU clock when the step began.
@@ -65,8 +69,8 @@ pub(crate) struct Step {
 
 impl Step {
     /// Whether the step may go on: the CPU time its thread used since
-    /// `begin` is under the budget. Called after each syscall, so the first
-    /// piece of work always runs (a step always makes progress).
+    /// `begin` is under the budget. Asked before each syscall but the
+    /// step's first, which always runs (a step always makes progress).
     pub(crate) fn go_on(&self, cpu_now: u64) -> bool {
         cpu_now.saturating_sub(self.cpu_start) < self.budget
     }
