@@ -119,12 +119,18 @@ mod imp {
         /// Called on the M's thread before it retires or exits.
         pub(crate) fn unbind(&self) {
             let mut st = self.state();
+            self.put_back_here(&mut st);
+            st.tid = 0;
+        }
+
+        /// On the M's own thread (lock held): if a pull is in effect, take
+        /// the saved mask back.
+        fn put_back_here(&self, st: &mut State) {
             if self.pulled.swap(false, SeqCst) {
                 if let Some(set) = st.saved.take() {
                     set_or_widen(0, &set);
                 }
             }
-            st.tid = 0;
         }
 
         /// The thread's CPU time so far (None: not bound, or unreadable).
@@ -207,12 +213,7 @@ mod imp {
         #[cold]
         fn restore_slow(&self) {
             let mut st = self.state();
-            if !self.pulled.swap(false, SeqCst) {
-                return;
-            }
-            if let Some(set) = st.saved.take() {
-                set_or_widen(0, &set);
-            }
+            self.put_back_here(&mut st);
         }
 
         /// On the M's own thread, about to create a thread: the mask it had

@@ -36,7 +36,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::status;
+use super::timers::now_ns;
 use crate::loom::lock;
+use crate::stack::pace::thread_cpu_ns;
 
 /// A job: runs the call and reports the result to its waiter itself.
 pub(crate) type Job = Box<dyn FnOnce() + Send + 'static>;
@@ -224,7 +226,10 @@ impl super::Shared {
     /// steps.
     pub(crate) fn scavenge_stacks_soon(self: &Arc<Self>) {
         let runtime = Arc::downgrade(self);
-        let first = self.stacks.pace_first_sleep(self.nprocs(), SCAVENGE_PERIOD);
+        let first = self
+            .stacks
+            .pace()
+            .first_sleep(now_ns(), self.nprocs(), SCAVENGE_PERIOD);
         let started = self.blocking.try_submit(Box::new(move || {
             let mut sleep = first;
             loop {
@@ -233,11 +238,11 @@ impl super::Shared {
                     return;
                 };
                 let procs = shared.nprocs();
-                let step = shared.stacks.pace_begin(procs);
+                let step = shared.stacks.pace().begin(now_ns(), thread_cpu_ns(), procs);
                 if shared.stacks.quiet() {
                     shared.flush_idle_stack_caches();
                 }
-                let mut go_on = || step.go_on(crate::stack::pace::thread_cpu_ns());
+                let mut go_on = || step.go_on(thread_cpu_ns());
                 let more = shared.stacks.scavenge_within(SCAVENGE_BATCH, &mut go_on);
                 if !more {
                     // Not split: counted as the step's work (a debt the
@@ -246,7 +251,11 @@ impl super::Shared {
                     trim_heap();
                     shared.ask_ms_to_trim();
                 }
-                sleep = shared.stacks.pace_end(step, procs, SCAVENGE_PERIOD);
+                let worked = step.worked(thread_cpu_ns());
+                sleep = shared
+                    .stacks
+                    .pace()
+                    .end(worked, now_ns(), procs, SCAVENGE_PERIOD);
                 if !more {
                     return;
                 }

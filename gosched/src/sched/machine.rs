@@ -1595,11 +1595,11 @@ impl MachineCtx {
         None
     }
 
-    /// This M pushed into another M's inbox (`Shared::ready`): remember the
-    /// first such M until it drains ("A preempted home").
+    /// This M pushed into another M's inbox (`readied_elsewhere`): remember
+    /// the first such M until it drains ("A preempted home").
     #[cfg(not(loom))]
     #[inline]
-    pub(super) fn pushed_to(&self, m: &Machine) {
+    fn pushed_to(&self, m: &Machine) {
         if self.pushed.get().is_none() {
             self.pushed.set(Some(Pushed {
                 m: ptr::NonNull::from(m),
@@ -2115,13 +2115,17 @@ impl MachineCtx {
         }
     }
 
-    /// The current poll readied `g`, homed on `m`, another M of ours: the
-    /// hand-off candidate (the last one wins, as in Go's `runnext`). Not
-    /// from inside an in-place syscall (the P is not ours to give then).
+    /// This M readied `g` into the inbox of `m`, another M of ours. If the
+    /// current poll did it: the hand-off candidate (the last one wins, as in
+    /// Go's `runnext`); not from inside an in-place syscall (the P is not
+    /// ours to give then). And `m` is watched for not draining ("A
+    /// preempted home", `pushed_to`).
     pub(super) fn readied_elsewhere(&self, m: &Machine, g: ptr::NonNull<super::task::Header>) {
         if (self.in_poll.get() && !self.in_syscall.get()) || self.in_top_timers.get() {
             self.handoff.set(Some((ptr::NonNull::from(m), g)));
         }
+        #[cfg(not(loom))]
+        self.pushed_to(m);
     }
 
     /// Exit at shutdown: cancel the goroutines homed on this M here, on their

@@ -148,8 +148,6 @@ impl Shared {
                     // goroutine's M", `machine.rs`).
                     if let Some(ctx) = ctx.filter(|c| ptr::eq(Arc::as_ptr(&c.shared), self)) {
                         ctx.readied_elsewhere(home, g);
-                        #[cfg(not(loom))]
-                        ctx.pushed_to(home);
                     }
                 }
             }

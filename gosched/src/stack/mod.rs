@@ -361,7 +361,6 @@ use std::num::NonZeroUsize;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::time::Duration;
 
 use corosensei::stack::StackPointer;
 
@@ -956,7 +955,7 @@ pub(crate) struct StackPool {
     cache_flush: Mutex<()>,
     /// The scavenger's CPU-time bucket, made at its first step and kept
     /// across runs (`pace.rs`).
-    pace: Mutex<Option<pace::Pace>>,
+    pace: Mutex<pace::Pace>,
     config: PoolConfig,
     page: usize,
     id: u32,
@@ -987,7 +986,7 @@ impl StackPool {
                 handed_out_seen: 0,
                 unmapping: Vec::new(),
             }),
-            pace: Mutex::new(None),
+            pace: Mutex::new(pace::Pace::new()),
             caches: AtomicUsize::new(0),
             vector_failed: AtomicBool::new(false),
             cache_flush: Mutex::new(()),
@@ -1185,35 +1184,11 @@ impl StackPool {
         self.lock().scavenging = false;
     }
 
-    /// A paced scavenger step begins (`pace.rs`): the step's CPU budget
-    /// from the bucket, for `procs` procs.
-    pub(crate) fn pace_begin(&self, procs: usize) -> pace::Step {
-        let (now, cpu) = (pace::now_ns(), pace::thread_cpu_ns());
-        let mut bucket = self.pace.lock().unwrap_or_else(|e| e.into_inner());
-        bucket
-            .get_or_insert_with(|| pace::Pace::new(now, procs))
-            .begin(now, cpu, procs)
-    }
-
-    /// How long a new scavenger run waits before its first step: a
-    /// period, or what the last run's debt still asks.
-    pub(crate) fn pace_first_sleep(&self, procs: usize, period: Duration) -> Duration {
-        let bucket = self.pace.lock().unwrap_or_else(|e| e.into_inner());
-        match bucket.as_ref() {
-            Some(b) => b.first_sleep(pace::now_ns(), procs, period),
-            None => period,
-        }
-    }
-
-    /// The step that `pace_begin` began is over: what it used comes off
-    /// the bucket; returns how long to sleep before the next step.
-    pub(crate) fn pace_end(&self, step: pace::Step, procs: usize, period: Duration) -> Duration {
-        let worked = step.worked(pace::thread_cpu_ns());
-        let now = pace::now_ns();
-        let mut bucket = self.pace.lock().unwrap_or_else(|e| e.into_inner());
-        bucket
-            .get_or_insert_with(|| pace::Pace::new(now, procs))
-            .end(worked, now, procs, period)
+    /// The scavenger's CPU-time bucket (`pace.rs`), kept across its runs;
+    /// the scavenger's loop (`sched/blocking.rs`) drives it with the
+    /// runtime's clock.
+    pub(crate) fn pace(&self) -> MutexGuard<'_, pace::Pace> {
+        self.pace.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// One step of the scavenger. When the pool is quiet (no stack left it

@@ -88,11 +88,12 @@ fn fraction_ppm(procs: usize) -> u64 {
 }
 
 impl Pace {
-    /// A full bucket at wall time `now` (ns).
-    pub(crate) fn new(now: u64, procs: usize) -> Pace {
+    /// A full bucket: its first step may spend the cap (the credit is
+    /// clamped to the cap of the procs of the day at each `begin`).
+    pub(crate) const fn new() -> Pace {
         Pace {
-            credit: cap(procs),
-            last: now,
+            credit: i64::MAX,
+            last: 0,
         }
     }
 
@@ -168,14 +169,6 @@ pub(crate) fn thread_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Wall clock for the bucket (monotonic, ns since the first call).
-pub(crate) fn now_ns() -> u64 {
-    use std::sync::OnceLock;
-    use std::time::Instant;
-    static ORIGIN: OnceLock<Instant> = OnceLock::new();
-    ORIGIN.get_or_init(Instant::now).elapsed().as_nanos() as u64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,19 +179,19 @@ mod tests {
     #[test]
     fn a_full_bucket_grants_one_seconds_worth() {
         // 2 procs: 2% of one core, 20 ms of CPU per second.
-        let mut p = Pace::new(0, 2);
+        let mut p = Pace::new();
         let s = p.begin(0, 0, 2);
         assert!(s.go_on(19 * MS));
         assert!(!s.go_on(20 * MS));
         // Credit never accrues beyond the cap, however long the idle.
-        let mut p = Pace::new(0, 2);
+        let mut p = Pace::new();
         let s = p.begin(3_600_000 * MS, 0, 2);
         assert_eq!(s.budget, 20 * MS);
     }
 
     #[test]
     fn a_debt_lengthens_the_next_sleep_to_pay_it() {
-        let mut p = Pace::new(0, 1);
+        let mut p = Pace::new();
         let s = p.begin(0, 0, 1);
         assert_eq!(s.budget, 10 * MS);
         // Used 30 ms (a malloc_trim that cannot be split): 20 ms of debt at
@@ -216,7 +209,7 @@ mod tests {
         assert_eq!(s.budget, 0);
         assert!(!s.go_on(0), "no credit: only the first piece runs");
         // Within its credit a step sleeps one period.
-        let mut p = Pace::new(0, 1);
+        let mut p = Pace::new();
         let s = p.begin(0, 0, 1);
         assert_eq!(p.end(s.worked(4 * MS), 4 * MS, 1, PERIOD), PERIOD);
     }
@@ -228,7 +221,7 @@ mod tests {
     fn no_window_uses_more_than_its_share() {
         for procs in [1, 2, 16] {
             let f = fraction_ppm(procs) as f64 / 1e6;
-            let mut p = Pace::new(0, procs);
+            let mut p = Pace::new();
             let mut now = 0u64;
             let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ procs as u64;
             // (start of the step, CPU it used)
