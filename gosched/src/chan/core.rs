@@ -370,9 +370,10 @@ pub(super) struct State<T> {
 pub(super) struct Inner<T> {
     state: Mutex<State<T>>,
     /// The buffer of a buffered channel (`None`: unbuffered). Boxed: the
-    /// ring's two cache-padded indices are 128-aligned, and inline they made
-    /// every channel, unbuffered ones too, ~880 bytes from `memalign`
-    /// (W13's 100,000 cap-0 channels per round: 0.49x the time boxed).
+    /// ring keeps its two indices 128 bytes apart (`ring.rs`), and inline
+    /// that made every channel, unbuffered ones too, hundreds of bytes
+    /// larger (W13's 100,000 cap-0 channels per round: 0.49x the time
+    /// boxed, when the indices were also 128-aligned).
     ring: Option<Box<Ring<T>>>,
     pub(super) cap: usize,
     /// Handles able to send / to receive (a `Chan` counts as both).

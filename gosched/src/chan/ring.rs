@@ -41,8 +41,6 @@ use std::alloc::Layout;
 use std::mem::{self, MaybeUninit};
 use std::ptr::NonNull;
 
-use crossbeam_utils::CachePadded;
-
 use super::error::CapacityError;
 use crate::loom::cell::UnsafeCell;
 use crate::loom::sync::atomic::{fence, AtomicUsize, Ordering::*};
@@ -86,13 +84,52 @@ pub(super) enum Refused {
     Closed,
 }
 
+/// The bytes kept free before `head`, between `head` and `tail`, and after
+/// `tail`: two cache lines, the unit x86's adjacent-line prefetcher moves
+/// (crossbeam's `CachePadded` is 128 bytes there for the same reason).
+const SPACING: usize = 128;
+
+/// A value with `SPACING` free bytes before it.
+#[repr(C)]
+struct Spaced<V> {
+    _gap: [u8; SPACING],
+    v: V,
+}
+
+impl<V> Spaced<V> {
+    fn new(v: V) -> Self {
+        Spaced {
+            _gap: [0; SPACING],
+            v,
+        }
+    }
+}
+
+impl<V> std::ops::Deref for Spaced<V> {
+    type Target = V;
+    #[inline(always)]
+    fn deref(&self) -> &V {
+        &self.v
+    }
+}
+
+/// Receivers write `head`, senders `tail`, and both read the fields in
+/// front: each group has `SPACING` bytes to itself on either side, so no
+/// cache line (nor prefetched pair of lines) holds two of them, and none
+/// holds a neighbour in the heap. Spaced rather than aligned (`CachePadded`
+/// is 128-aligned): an alignment over 16 sends every channel's ring through
+/// glibc's `memalign` path (a larger chunk, split, the front freed again),
+/// a third of `time::after`'s allocator time (T1, `perf`).
+#[repr(C)]
 pub(super) struct Ring<T> {
-    head: CachePadded<AtomicUsize>,
-    tail: CachePadded<AtomicUsize>,
+    _front: [u8; SPACING],
     slots: Box<[Slot<T>]>,
     cap: usize,
     one_lap: usize,
     mark_bit: usize,
+    head: Spaced<AtomicUsize>,
+    tail: Spaced<AtomicUsize>,
+    _end: [u8; SPACING],
 }
 
 // SAFETY: values move between threads through the ring (`T: Send`); a slot's value
@@ -127,12 +164,14 @@ impl<T> Ring<T> {
     pub(super) fn new(cap: usize) -> Result<Self, CapacityError> {
         assert!(cap > 0);
         let ring = |slots, one_lap, mark_bit| Ring {
-            head: CachePadded::new(AtomicUsize::new(0)),
-            tail: CachePadded::new(AtomicUsize::new(0)),
+            _front: [0; SPACING],
             slots,
             cap,
             one_lap,
             mark_bit,
+            head: Spaced::new(AtomicUsize::new(0)),
+            tail: Spaced::new(AtomicUsize::new(0)),
+            _end: [0; SPACING],
         };
         if Self::ZST {
             // `tail` is a count in `0..=cap` below the top bit, the mark.
@@ -447,5 +486,19 @@ impl<T> Drop for Ring<T> {
                 .with_mut(|p| unsafe { (*p).assume_init_drop() });
             pos = self.next(pos);
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+impl<T> Ring<T> {
+    /// Offsets of the read-mostly fields' end, `head`, `tail` and the end
+    /// (layout test).
+    pub(super) fn layout() -> [usize; 4] {
+        [
+            mem::offset_of!(Ring<T>, mark_bit) + mem::size_of::<usize>(),
+            mem::offset_of!(Ring<T>, head) + mem::offset_of!(Spaced<AtomicUsize>, v),
+            mem::offset_of!(Ring<T>, tail) + mem::offset_of!(Spaced<AtomicUsize>, v),
+            mem::size_of::<Ring<T>>(),
+        ]
     }
 }
