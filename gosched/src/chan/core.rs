@@ -423,7 +423,7 @@ impl<T> Inner<T> {
     pub(super) fn try_new(cap: usize) -> Result<Self, CapacityError> {
         let ring = match cap {
             0 => None,
-            _ => Some(Box::new(Ring::new(cap)?)),
+            _ => Some(Ring::new(cap)?),
         };
         Ok(Inner {
             state: Mutex::new(State {

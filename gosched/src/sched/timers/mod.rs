@@ -160,10 +160,13 @@ pub(crate) struct TimerEntry {
     period: u64,
     /// The target is a closure (`Target::Call`), for good.
     calls: bool,
-    /// The heap it was added to, where `stop` counts it as a zombie. Set once,
-    /// by the first `Timers::add` (a periodic entry is re-added to the same
-    /// heap).
-    home: OnceLock<Weak<Timers>>,
+    /// The heap it was added to, where `stop` counts it as a zombie: a
+    /// `Weak<Timers>` as `Weak::into_raw` gives it (null: not added yet).
+    /// Set once, by the first `Timers::add` (a periodic entry is re-added to
+    /// the same heap); dropped with the entry. (A `OnceLock` here cost its
+    /// `Once` state machine at every add: 5% of `time::after`.) A std
+    /// atomic: a hint for compaction, outside loom's model.
+    home: std::sync::atomic::AtomicPtr<Timers>,
 }
 
 /// What a timer does when it fires.
@@ -198,7 +201,7 @@ impl TimerEntry {
             calls: matches!(target, Target::Call(_)),
             target: Mutex::new(target),
             period,
-            home: OnceLock::new(),
+            home: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
         })
     }
 
@@ -232,11 +235,53 @@ impl TimerEntry {
             };
             drop(taken);
             // Still in its heap: one more zombie there.
-            if let Some(home) = self.home.get().and_then(Weak::upgrade) {
+            if let Some(home) = self.home_heap() {
                 home.zombie_added();
             }
         }
         true
+    }
+}
+
+impl TimerEntry {
+    /// Record `heap` as this entry's home, unless one is recorded already.
+    fn set_home(&self, heap: &Arc<Timers>) {
+        use std::sync::atomic::Ordering;
+        if !self.home.load(Ordering::Acquire).is_null() {
+            return;
+        }
+        let weak = Weak::into_raw(Arc::downgrade(heap)).cast_mut();
+        if self
+            .home
+            .compare_exchange(std::ptr::null_mut(), weak, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            // SAFETY: `weak` came from `Weak::into_raw` just above and was
+            // not stored: this is its only owner.
+            drop(unsafe { Weak::from_raw(weak) });
+        }
+    }
+
+    /// The heap this entry was added to, if it was and still exists.
+    fn home_heap(&self) -> Option<Arc<Timers>> {
+        let p = self.home.load(std::sync::atomic::Ordering::Acquire);
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null `home` is a `Weak` from `Weak::into_raw`, owned
+        // by this entry until its drop; `ManuallyDrop` leaves it owned there.
+        let weak = std::mem::ManuallyDrop::new(unsafe { Weak::from_raw(p.cast_const()) });
+        weak.upgrade()
+    }
+}
+
+impl Drop for TimerEntry {
+    fn drop(&mut self) {
+        let p = *self.home.get_mut();
+        if !p.is_null() {
+            // SAFETY: as in `home_heap`; this is the entry's last use of it.
+            drop(unsafe { Weak::from_raw(p.cast_const()) });
+        }
     }
 }
 
@@ -312,7 +357,7 @@ impl Timers {
     /// Arm a timer. Returns true if it became the earliest of this heap (the
     /// caller then makes sure some M will wake for it).
     pub(crate) fn add(self: &Arc<Self>, when: u64, entry: Arc<TimerEntry>) -> bool {
-        let _ = entry.home.get_or_init(|| Arc::downgrade(self));
+        entry.set_home(self);
         let mut heap = lock(&self.heap);
         heap.push(when, entry);
         self.len.store(heap.len(), Relaxed);
