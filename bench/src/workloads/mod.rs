@@ -659,7 +659,7 @@ impl Workload {
                 group(size)
             ),
             Workload::S2Getppid => format!(
-                "{} units share {} `syscall(getppid)` calls (Go: syscall.Getppid)",
+                "{} units share {} `syscall(getppid)` calls (Go: syscall.Syscall(SYS_GETPPID), through entersyscall)",
                 s1_syscall::UNITS,
                 group(size)
             ),

@@ -27,8 +27,14 @@ fn ring_layout_spaces_the_indices() {
     fn check<T>() {
         assert!(std::mem::align_of::<Ring<T>>() <= 16);
         let [fields_end, head, tail, end] = Ring::<T>::layout();
-        assert!(fields_end >= 128 + 5 * 8, "a gap before the fields: {fields_end}");
-        assert!(head >= fields_end + 128, "head {head} vs fields {fields_end}");
+        assert!(
+            fields_end >= 128 + 5 * 8,
+            "a gap before the fields: {fields_end}"
+        );
+        assert!(
+            head >= fields_end + 128,
+            "head {head} vs fields {fields_end}"
+        );
         assert!(tail >= head + 8 + 128, "tail {tail} vs head {head}");
         assert!(end >= tail + 8 + 128, "end {end} vs tail {tail}");
     }

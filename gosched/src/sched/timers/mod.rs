@@ -253,7 +253,12 @@ impl TimerEntry {
         let weak = Weak::into_raw(Arc::downgrade(heap)).cast_mut();
         if self
             .home
-            .compare_exchange(std::ptr::null_mut(), weak, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(
+                std::ptr::null_mut(),
+                weak,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
             .is_err()
         {
             // SAFETY: `weak` came from `Weak::into_raw` just above and was
