@@ -506,6 +506,14 @@ fn ping_pong_pairs_share_one_p() {
 /// time slice of its own. Before that hand-off it got one exchange per hog
 /// step (counts ~1,000x apart: 23 of 30 tries missed on a loaded box).
 /// Three runs whose split came out as built; each must meet Go's 20x bound.
+///
+/// The light pair does 10,000 units a step here, not Go's 1,000: split, each
+/// of its steps is a hand-off between two threads (a futex wake and a
+/// context switch, 20-150 us on a loaded 2-core VM in a debug build), which
+/// at 1,000 units made its count measure the hand-off's cost as much as its
+/// share of the P (ratios 7-40 with a fair share, 1 run in 10 over the bound
+/// in CI). Without the hand-off it would still get one exchange per hog
+/// step: 1,000,000 / 10,000 = 100x, five times the bound.
 #[test]
 fn split_pairs_share_one_p() {
     let _s = serial();
@@ -529,6 +537,9 @@ fn split_pairs_share_one_p() {
         );
     }
 }
+
+/// Units per step of the light pair in `split_pairs_share_one_p`.
+const SPLIT_LIGHT_WORK: u64 = 10_000;
 
 /// One ping-pong step loop: take the ball, do `work` units, pass it back.
 fn pinger(work: u64, count: &AtomicU64, ch: &gosched::Chan<bool>, done: &AtomicBool) {
@@ -586,7 +597,7 @@ fn split_ping_pong_once() -> Option<(u64, u64)> {
                 let partner = gosched::go(move || {
                     t.send((partner, std::thread::current().id())).unwrap();
                     a2_up.store(true, SeqCst);
-                    pinger(1_000, &light_count, &light_chan, &d);
+                    pinger(SPLIT_LIGHT_WORK, &light_count, &light_chan, &d);
                 });
                 // Parks at once: our M starts the partner next.
                 pinger(1_000_000, &hog_count, &hog_chan, &done);
