@@ -662,6 +662,45 @@ mod tests {
         );
     }
 
+    /// gosched-async rows are divided by tokio and by smol; goroutine rows
+    /// by neither.
+    #[test]
+    fn async_rows_race_tokio_and_smol() {
+        use super::{Row, Run, Status, WorkloadResult};
+        use crate::workloads::Impl;
+        use std::time::Duration;
+        let row = |imp: Impl, primary: f64| Row {
+            imp,
+            size: 100,
+            note: None,
+            status: Status::Ok,
+            runs: vec![Run {
+                primary,
+                elapsed_ns: 0,
+                result: 0,
+                extra: [0; 3],
+                peak_rss_kb: 0,
+                wall: Duration::ZERO,
+            }],
+            target_runs: 1,
+        };
+        let r = WorkloadResult {
+            workload: W3Pingpong,
+            procs: 2,
+            size: 100,
+            rows: vec![
+                row(Impl::GoschedAsync, 100.0),
+                row(Impl::GoschedGo, 100.0),
+                row(Impl::Tokio, 200.0),
+                row(Impl::Smol, 400.0),
+            ],
+        };
+        assert_eq!(r.ratio(&r.rows[0], Impl::Tokio), Some(0.5));
+        assert_eq!(r.ratio(&r.rows[0], Impl::Smol), Some(0.25));
+        assert_eq!(r.ratio(&r.rows[1], Impl::Smol), None);
+        assert_eq!(r.ratio(&r.rows[1], Impl::Tokio), None);
+    }
+
     #[test]
     fn medians() {
         assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);

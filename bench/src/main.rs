@@ -43,7 +43,8 @@ options:
                    gosched-go-chan (W2 only), gosched-async, gosched-threads,
                    gosched-pool, gosched-pool-func (W9 only), go, ants, ants-multi (W9
                    only), java (Java 25 virtual threads; every workload but T1), may,
-                   tokio, crossbeam, flume, kanal (the last four: W5 on plain threads)
+                   tokio, smol (async-executor + async-io), crossbeam, flume, kanal
+                   (the last three: W5 on plain threads)
   --timeout SECS   kill a measurement after this long (default 60)
   --chart          also draw an SVG chart per workload (target/bench/charts/<id>.svg)
 

@@ -264,6 +264,15 @@ pub fn json(
     let lock = std::fs::read_to_string(workspace.join("Cargo.lock")).unwrap_or_default();
     let versions = Obj::new()
         .str("tokio", &locked_version(&lock, "tokio").unwrap_or_default())
+        .str("smol", &locked_version(&lock, "smol").unwrap_or_default())
+        .str(
+            "async-executor",
+            &locked_version(&lock, "async-executor").unwrap_or_default(),
+        )
+        .str(
+            "async-io",
+            &locked_version(&lock, "async-io").unwrap_or_default(),
+        )
         .str("may", &locked_version(&lock, "may").unwrap_or_default())
         .str(
             "async-channel",

@@ -51,6 +51,10 @@ pub enum Impl {
     GoschedPoolFunc,
     /// tokio multi-thread runtime, `worker_threads = procs`.
     Tokio,
+    /// smol: an `async_executor::Executor` run by `procs` OS threads
+    /// (`smol::block_on(ex.run(..))`, as smol's own executor threads), with
+    /// async-io's timers and I/O and async-channel ([`smol_runtime`]).
+    Smol,
     /// may stackful coroutines, `set_workers(procs)`.
     May,
     /// Go goroutines, `GOMAXPROCS = procs` (a separate Go program).
@@ -72,7 +76,7 @@ pub enum Impl {
 }
 
 impl Impl {
-    pub const ALL: [Impl; 16] = [
+    pub const ALL: [Impl; 17] = [
         Impl::GoschedGo,
         Impl::GoschedGoMigrate,
         Impl::GoschedGoChan,
@@ -86,23 +90,25 @@ impl Impl {
         Impl::Java,
         Impl::May,
         Impl::Tokio,
+        Impl::Smol,
         Impl::Crossbeam,
         Impl::Flume,
         Impl::Kanal,
     ];
     /// The peers that gosched rows are divided by (see [`Impl::races`]).
-    pub const PEERS: [Impl; 6] = [
+    pub const PEERS: [Impl; 7] = [
         Impl::Go,
         Impl::Ants,
         Impl::Java,
         Impl::May,
         Impl::Tokio,
+        Impl::Smol,
         Impl::Crossbeam,
     ];
 
     /// Whether a ratio `self ÷ peer` is reported: goroutine rows race Go,
     /// Java's virtual threads, may and crossbeam-channel (plain threads);
-    /// async rows race tokio; pool rows race ants, plain Go goroutines, Java
+    /// async rows race tokio and smol; pool rows race ants, plain Go goroutines, Java
     /// virtual threads and tokio (both behind a semaphore in W9).
     pub fn races(self, peer: Impl) -> bool {
         match self {
@@ -112,7 +118,7 @@ impl Impl {
             Impl::GoschedGo | Impl::GoschedGoMigrate | Impl::GoschedGoChan => {
                 matches!(peer, Impl::Go | Impl::Java | Impl::May | Impl::Crossbeam)
             }
-            Impl::GoschedAsync => peer == Impl::Tokio,
+            Impl::GoschedAsync => matches!(peer, Impl::Tokio | Impl::Smol),
             Impl::GoschedThreads => peer == Impl::Crossbeam,
             _ => false,
         }
@@ -130,6 +136,7 @@ impl Impl {
             Impl::Ants => "ants",
             Impl::AntsMulti => "ants-multi",
             Impl::Tokio => "tokio",
+            Impl::Smol => "smol",
             Impl::May => "may",
             Impl::Go => "go",
             Impl::Java => "java",
@@ -427,7 +434,7 @@ impl Workload {
             }
             // Hogs and blocking calls: goroutines (both modes; the async
             // row of W6 is an async ticker beside goroutine hogs), tokio,
-            // may, Go.
+            // smol (W6 only: it has no `block_in_place` for W10), may, Go.
             Workload::W6Fairness => matches!(
                 imp,
                 Impl::GoschedGo
@@ -435,6 +442,7 @@ impl Workload {
                     | Impl::GoschedAsync
                     | Impl::Go
                     | Impl::Tokio
+                    | Impl::Smol
                     | Impl::May
             ),
             Workload::W10Syscall => matches!(
@@ -448,6 +456,7 @@ impl Workload {
                     | Impl::GoschedAsync
                     | Impl::Go
                     | Impl::Tokio
+                    | Impl::Smol
             ),
             Workload::W8Sleep | Workload::W13Churn => matches!(
                 imp,
@@ -456,6 +465,7 @@ impl Workload {
                     | Impl::GoschedAsync
                     | Impl::Go
                     | Impl::Tokio
+                    | Impl::Smol
                     | Impl::May
             ),
             _ => !imp.is_threads(),
@@ -466,7 +476,7 @@ impl Workload {
     /// one the row asks for.
     pub fn label(self, imp: Impl) -> Option<&'static str> {
         match (self, imp) {
-            (Workload::W3Pingpong | Workload::W5Mpmc0, Impl::Tokio) => Some("cap 1"),
+            (Workload::W3Pingpong | Workload::W5Mpmc0, Impl::Tokio | Impl::Smol) => Some("cap 1"),
             (Workload::W3Pingpong, Impl::May) => Some("unbounded"),
             (
                 Workload::W9Pool | Workload::W9tSubmit | Workload::W9pParallel,
@@ -485,6 +495,9 @@ impl Workload {
         match (self, imp) {
             (Workload::W3Pingpong | Workload::W5Mpmc0, Impl::Tokio) => Some(
                 "tokio tasks + async-channel bounded(1): async-channel has no rendezvous (cap 0) channel",
+            ),
+            (Workload::W3Pingpong | Workload::W5Mpmc0, Impl::Smol) => Some(
+                "smol tasks + async-channel bounded(1): async-channel has no rendezvous (cap 0) channel",
             ),
             (Workload::W3Pingpong, Impl::May) => Some(
                 "may::sync::mpsc::channel, unbounded: may has no rendezvous (or bounded) channel",
@@ -970,6 +983,87 @@ pub fn tokio_runtime(procs: usize) -> tokio::runtime::Runtime {
     rt
 }
 
+/// The executor of the smol rows. One measurement per process, so one
+/// executor per process, in a static as smol's own global executor is: a
+/// task spawns with `SMOL.spawn(..)` as a tokio task with `tokio::spawn(..)`.
+/// Run by the threads of [`smol_runtime`] only.
+pub static SMOL: smol::Executor<'static> = smol::Executor::new();
+
+/// smol's multi-threaded executor on exactly `procs` OS threads, built the
+/// way smol builds its own executor threads (`smol::spawn`'s): each worker
+/// runs `smol::block_on(SMOL.run(..))` (`async_io::block_on`: an idle worker
+/// drives async-io's reactor, its timers and I/O, as an idle tokio worker
+/// drives tokio's). The main thread is never a worker: [`SmolRuntime::block_on`]
+/// only waits (`futures_lite::future::block_on`, which runs no task and
+/// polls no reactor) for a root task that was spawned onto [`SMOL`], as
+/// `tokio_runtime`'s `rt.block_on(rt.spawn(..))`. async-io also starts its
+/// helper thread "async-io" (it polls the reactor only when no worker does,
+/// backing off to a 10 ms nap while workers run); it starts during the
+/// warm-up. Warmed up like tokio: one task spawned and joined.
+pub fn smol_runtime(procs: usize) -> SmolRuntime {
+    let (stop, stopped) = async_channel::bounded::<()>(1);
+    let workers = (0..procs)
+        .map(|i| {
+            let stopped = stopped.clone();
+            std::thread::Builder::new()
+                .name(format!("smol-{i}"))
+                .spawn(move || {
+                    let run = std::panic::AssertUnwindSafe(|| {
+                        smol::block_on(SMOL.run(async move {
+                            // Ends when the sender is dropped (Drop below).
+                            let _ = stopped.recv().await;
+                        }))
+                    });
+                    // A task that panics unwinds through `run` (async-executor
+                    // does not catch it): the message is printed already;
+                    // end the process, so that the row fails at once instead
+                    // of waiting for a task that will never finish.
+                    if std::panic::catch_unwind(run).is_err() {
+                        std::process::exit(101);
+                    }
+                })
+                .expect("smol worker thread")
+        })
+        .collect();
+    let rt = SmolRuntime {
+        stop: Some(stop),
+        workers,
+    };
+    rt.block_on(rt.spawn(async {}));
+    rt
+}
+
+/// The `procs` worker threads of [`SMOL`]; dropping it stops and joins them.
+pub struct SmolRuntime {
+    stop: Option<async_channel::Sender<()>>,
+    workers: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl SmolRuntime {
+    /// Spawns `f` onto [`SMOL`] (a dropped [`smol::Task`] cancels its task:
+    /// `.detach()` it to let it run, as a dropped tokio `JoinHandle` does).
+    pub fn spawn<T: Send + 'static>(
+        &self,
+        f: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> smol::Task<T> {
+        SMOL.spawn(f)
+    }
+
+    /// Waits on the calling (main) thread for `f`, running no task.
+    pub fn block_on<T>(&self, f: impl std::future::Future<Output = T>) -> T {
+        smol::future::block_on(f)
+    }
+}
+
+impl Drop for SmolRuntime {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
 /// may with `procs` workers and its other defaults (0x1000-word stacks,
 /// workers pinned to cores), warmed up: may starts its scheduler lazily.
 pub fn may_init(procs: usize) {
@@ -1177,6 +1271,42 @@ mod tests {
             .describe(1_000_000, 2)
             .starts_with("8 units"));
         assert_eq!(Workload::W5Mpmc0.go_args(Impl::Go), ["0"]);
+        // smol: a peer of the async rows wherever tokio's row fits it.
+        assert_eq!(Impl::parse("smol"), Some(Impl::Smol));
+        assert!(Impl::GoschedAsync.races(Impl::Smol) && Impl::GoschedAsync.races(Impl::Tokio));
+        assert!(!Impl::GoschedGo.races(Impl::Smol) && !Impl::Smol.is_gosched());
+        assert!(Impl::PEERS.contains(&Impl::Smol) && !Impl::Smol.is_threads());
+        for w in [
+            Workload::W1Spawn,
+            Workload::W2Skynet,
+            Workload::W3Pingpong,
+            Workload::W4Yield,
+            Workload::W5Mpmc,
+            Workload::W5Mpmc0,
+            Workload::W6Fairness,
+            Workload::W7Parked,
+            Workload::W8Sleep,
+            Workload::W12Echo,
+            Workload::W13Churn,
+        ] {
+            assert!(w.runs(Impl::Smol) && w.runs(Impl::Tokio), "{w:?}");
+        }
+        for w in [
+            Workload::T1After,
+            Workload::S1Syscall,
+            Workload::W9Pool,
+            Workload::W9tSubmit,
+            Workload::W10Syscall,
+        ] {
+            assert!(!w.runs(Impl::Smol), "{w:?}");
+        }
+        assert_eq!(Workload::W5Mpmc0.label(Impl::Smol), Some("cap 1"));
+        assert_eq!(Workload::W3Pingpong.label(Impl::Smol), Some("cap 1"));
+        assert_eq!(Workload::W5Mpmc.label(Impl::Smol), None);
+        assert!(Workload::W3Pingpong
+            .size_for(Impl::Smol, 10)
+            .1
+            .is_some_and(|n| n.starts_with("smol tasks + async-channel bounded(1)")));
         assert!(Impl::GoschedPool.races(Impl::Ants) && !Impl::GoschedGo.races(Impl::Ants));
     }
 }

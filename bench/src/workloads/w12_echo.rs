@@ -13,7 +13,9 @@
 //!
 //! gosched goroutines use `gosched::net` with std's `Read`/`Write` (the
 //! goroutine parks on the netpoller); gosched async tasks use its
-//! `futures_io` side; tokio uses `tokio::net` with `AsyncReadExt`; Go uses
+//! `futures_io` side; tokio uses `tokio::net` with `AsyncReadExt`; smol
+//! uses async-io's `Async<std::net::TcpStream>` with futures-lite's
+//! `AsyncReadExt`/`AsyncWriteExt`; Go uses
 //! `net` with `io.ReadFull`; Java (`bench/java/W12Echo.java`) a virtual
 //! thread per unit with blocking `java.net.Socket` streams.
 
@@ -29,6 +31,7 @@ pub const MSG: usize = 64;
 pub fn run(imp: Impl, procs: usize, n: u64) -> Sample {
     match imp {
         Impl::Tokio => tokio_tasks(procs, n),
+        Impl::Smol => smol_tasks(procs, n),
         #[cfg(feature = "gosched")]
         Impl::GoschedGo => gosched_go(procs, n),
         #[cfg(feature = "gosched")]
@@ -235,5 +238,58 @@ fn tokio_tasks(procs: usize, n: u64) -> Sample {
         .collect();
     let elapsed = t.elapsed();
     rt.block_on(server).expect("server");
+    sample(elapsed, lats)
+}
+
+/// tokio's row on smol: async-io's `Async<TcpListener>`/`Async<TcpStream>`
+/// (the reactor is driven by the idle workers, see `smol_runtime`) with
+/// futures-lite's `read_exact`/`write_all`; the server and client tasks are
+/// spawned from the main thread and their `Task`s awaited from it.
+fn smol_tasks(procs: usize, n: u64) -> Sample {
+    use smol::io::{AsyncReadExt, AsyncWriteExt};
+    use smol::Async;
+    use std::net::{TcpListener, TcpStream};
+    let rt = super::smol_runtime(procs);
+    let l = Async::<TcpListener>::bind(([127, 0, 0, 1], 0)).expect("bind");
+    let addr = l.get_ref().local_addr().expect("addr");
+    let server = rt.spawn(async move {
+        let mut conns = Vec::new();
+        for _ in 0..CONNS {
+            let (mut c, _) = l.accept().await.expect("accept");
+            c.get_ref().set_nodelay(true).expect("nodelay");
+            conns.push(super::SMOL.spawn(async move {
+                let mut buf = [0u8; MSG];
+                while c.read_exact(&mut buf).await.is_ok() {
+                    c.write_all(&buf).await.expect("echo");
+                }
+            }));
+        }
+        for c in conns {
+            c.await;
+        }
+    });
+    let t = Instant::now();
+    let clients: Vec<_> = (0..CONNS)
+        .map(|conn| {
+            rt.spawn(async move {
+                let mut s = Async::<TcpStream>::connect(addr).await.expect("connect");
+                s.get_ref().set_nodelay(true).expect("nodelay");
+                let mut lat = Vec::with_capacity(n as usize);
+                let mut back = [0u8; MSG];
+                for i in 0..n {
+                    let m = message(conn, i);
+                    let t0 = Instant::now();
+                    s.write_all(&m).await.expect("write");
+                    s.read_exact(&mut back).await.expect("read");
+                    lat.push(t0.elapsed().as_nanos() as u64);
+                    assert_eq!(back, m, "echo of connection {conn}, message {i}");
+                }
+                lat
+            })
+        })
+        .collect();
+    let lats: Vec<_> = clients.into_iter().map(|c| rt.block_on(c)).collect();
+    let elapsed = t.elapsed();
+    rt.block_on(server);
     sample(elapsed, lats)
 }

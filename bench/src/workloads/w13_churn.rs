@@ -22,6 +22,7 @@ pub const SLEEP: Duration = Duration::from_millis(10);
 pub fn run(imp: Impl, procs: usize, n: u64) -> Sample {
     match imp {
         Impl::Tokio => tokio_tasks(procs, n),
+        Impl::Smol => smol_tasks(procs, n),
         Impl::May => may_coroutines(procs, n),
         #[cfg(feature = "gosched")]
         Impl::GoschedGo => gosched_go(procs, n),
@@ -37,6 +38,7 @@ pub fn run(imp: Impl, procs: usize, n: u64) -> Sample {
 pub fn run_sleep(imp: Impl, procs: usize, n: u64) -> Sample {
     match imp {
         Impl::Tokio => tokio_sleep(procs, n),
+        Impl::Smol => smol_sleep(procs, n),
         Impl::May => may_sleep(procs, n),
         #[cfg(feature = "gosched")]
         Impl::GoschedGo => gosched_go_sleep(procs, n),
@@ -81,34 +83,45 @@ fn gosched_go(procs: usize, n: u64) -> Sample {
     Sample::timed(t.elapsed(), done)
 }
 
+/// gosched async tasks, the round of the tokio and smol rows (their
+/// runtimes have no unbuffered channel, so every async row parks on a
+/// oneshot): a root task, on a worker, spawns the tasks, each parked on its
+/// own `futures_channel::oneshot`, then drops the senders to release them
+/// and awaits a countdown's signal. Until 2026-11-28 this row parked on
+/// `gosched::chan(0)` and joined through a `WaitGroup`, and the peers
+/// spawned from the main thread: the rows timed different things.
 #[cfg(feature = "gosched")]
 fn gosched_async(procs: usize, n: u64) -> Sample {
+    use super::Countdown;
+    use futures_channel::oneshot;
     let rt = super::gosched_runtime(procs);
-    let round = move || async move {
-        let wg = gosched::sync::WaitGroup::new();
-        let chans: Vec<_> = (0..n)
-            .map(|_| {
-                let c = gosched::chan::<()>(0);
-                let (r, wg) = (c.clone(), wg.clone());
-                wg.add(1);
-                gosched::spawn(async move {
-                    let _ = r.recv_async().await;
-                    wg.done();
-                });
-                c
-            })
-            .collect();
-        for c in &chans {
-            c.close().expect("open");
-        }
-        wg.wait_async().await;
-        n
+    let round = |rt: &gosched::Runtime| {
+        rt.block_on(rt.spawn(async move {
+            let (done_tx, done_rx) = oneshot::channel::<()>();
+            let finished = Countdown::leak(n, done_tx);
+            let senders: Vec<_> = (0..n)
+                .map(|_| {
+                    let (tx, rx) = oneshot::channel::<()>();
+                    gosched::spawn(async move {
+                        let _ = rx.await;
+                        if let Some(done) = finished.bump() {
+                            let _ = done.send(());
+                        }
+                    });
+                    tx
+                })
+                .collect();
+            drop(senders); // closes every channel
+            done_rx.await.expect("done signal");
+            finished.count()
+        }))
+        .expect("round")
     };
-    rt.block_on(rt.spawn(round())).expect("warm-up");
+    round(&rt);
     let t = Instant::now();
     let mut done = 0;
     for _ in 0..ROUNDS {
-        done += rt.block_on(rt.spawn(round())).expect("round");
+        done += round(&rt);
     }
     Sample::timed(t.elapsed(), done)
 }
@@ -135,39 +148,47 @@ fn gosched_go_sleep(procs: usize, n: u64) -> Sample {
     Sample::timed(t.elapsed(), done)
 }
 
+/// gosched async tasks each `sleep_async(10 ms)`, spawned by a root task on
+/// a worker; a countdown signals the end (as the tokio and smol rows).
 #[cfg(feature = "gosched")]
 fn gosched_async_sleep(procs: usize, n: u64) -> Sample {
+    use super::Countdown;
+    use futures_channel::oneshot;
     let rt = super::gosched_runtime(procs);
     let t = Instant::now();
     let done = rt
         .block_on(rt.spawn(async move {
-            let wg = gosched::sync::WaitGroup::new();
+            let (done_tx, done_rx) = oneshot::channel::<()>();
+            let finished = Countdown::leak(n, done_tx);
             for _ in 0..n {
-                let wg2 = wg.clone();
-                wg.add(1);
                 gosched::spawn(async move {
                     gosched::time::sleep_async(SLEEP).await;
-                    wg2.done();
+                    if let Some(done) = finished.bump() {
+                        let _ = done.send(());
+                    }
                 });
             }
-            wg.wait_async().await;
-            n
+            done_rx.await.expect("done signal");
+            finished.count()
         }))
         .expect("root");
     Sample::timed(t.elapsed(), done)
 }
 
-/// tokio tasks: each parks on a `tokio::sync::oneshot` whose sender is
-/// dropped to release it (a closed channel); a countdown signals the end.
+/// tokio tasks: a root task, on a worker, spawns them, each parked on a
+/// `tokio::sync::oneshot`, drops the senders to release them (a closed
+/// channel) and awaits a countdown's signal. (Until 2026-11-28 the main
+/// thread spawned them inside `rt.block_on`, through tokio's inject queue,
+/// where every other row's root runs on a worker.)
 fn tokio_tasks(procs: usize, n: u64) -> Sample {
     use super::Countdown;
     use tokio::sync::oneshot;
     let rt = super::tokio_runtime(procs);
     let round = |rt: &tokio::runtime::Runtime| {
-        let (done_tx, done_rx) = oneshot::channel::<()>();
-        let finished = Countdown::leak(n, done_tx);
-        let senders: Vec<_> = rt.block_on(async {
-            (0..n)
+        rt.block_on(rt.spawn(async move {
+            let (done_tx, done_rx) = oneshot::channel::<()>();
+            let finished = Countdown::leak(n, done_tx);
+            let senders: Vec<_> = (0..n)
                 .map(|_| {
                     let (tx, rx) = oneshot::channel::<()>();
                     tokio::spawn(async move {
@@ -178,11 +199,12 @@ fn tokio_tasks(procs: usize, n: u64) -> Sample {
                     });
                     tx
                 })
-                .collect()
-        });
-        drop(senders); // closes every channel
-        rt.block_on(done_rx).expect("done signal");
-        finished.count()
+                .collect();
+            drop(senders); // closes every channel
+            done_rx.await.expect("done signal");
+            finished.count()
+        }))
+        .expect("round")
     };
     round(&rt);
     let t = Instant::now();
@@ -193,26 +215,97 @@ fn tokio_tasks(procs: usize, n: u64) -> Sample {
     Sample::timed(t.elapsed(), done)
 }
 
-/// tokio tasks each `tokio::time::sleep(10 ms)`; a countdown signals the end.
+/// tokio tasks each `tokio::time::sleep(10 ms)`, spawned by a root task on
+/// a worker; a countdown signals the end.
 fn tokio_sleep(procs: usize, n: u64) -> Sample {
     use super::Countdown;
     use tokio::sync::oneshot;
     let rt = super::tokio_runtime(procs);
-    let (done_tx, done_rx) = oneshot::channel::<()>();
-    let finished = Countdown::leak(n, done_tx);
     let t = Instant::now();
-    rt.block_on(async {
+    let done = rt
+        .block_on(rt.spawn(async move {
+            let (done_tx, done_rx) = oneshot::channel::<()>();
+            let finished = Countdown::leak(n, done_tx);
+            for _ in 0..n {
+                tokio::spawn(async move {
+                    tokio::time::sleep(SLEEP).await;
+                    if let Some(done) = finished.bump() {
+                        let _ = done.send(());
+                    }
+                });
+            }
+            done_rx.await.expect("done signal");
+            finished.count()
+        }))
+        .expect("root");
+    Sample::timed(t.elapsed(), done)
+}
+
+/// smol tasks, as tokio's row: a root task on a worker spawns them, each
+/// parked on a `futures_channel::oneshot` (smol has none of its own) and
+/// detached (a dropped smol `Task` would cancel its task), drops the
+/// senders to release them and awaits a countdown's signal.
+fn smol_tasks(procs: usize, n: u64) -> Sample {
+    use super::Countdown;
+    use futures_channel::oneshot;
+    let rt = super::smol_runtime(procs);
+    let round = |rt: &super::SmolRuntime| {
+        rt.block_on(rt.spawn(async move {
+            let (done_tx, done_rx) = oneshot::channel::<()>();
+            let finished = Countdown::leak(n, done_tx);
+            let senders: Vec<_> = (0..n)
+                .map(|_| {
+                    let (tx, rx) = oneshot::channel::<()>();
+                    super::SMOL
+                        .spawn(async move {
+                            let _ = rx.await;
+                            if let Some(done) = finished.bump() {
+                                let _ = done.send(());
+                            }
+                        })
+                        .detach();
+                    tx
+                })
+                .collect();
+            drop(senders); // closes every channel
+            done_rx.await.expect("done signal");
+            finished.count()
+        }))
+    };
+    round(&rt);
+    let t = Instant::now();
+    let mut done = 0;
+    for _ in 0..ROUNDS {
+        done += round(&rt);
+    }
+    Sample::timed(t.elapsed(), done)
+}
+
+/// smol tasks each `smol::Timer::after(10 ms).await` (async-io's timers),
+/// spawned by a root task on a worker as tokio's row; a countdown signals
+/// the end.
+fn smol_sleep(procs: usize, n: u64) -> Sample {
+    use super::Countdown;
+    use futures_channel::oneshot;
+    let rt = super::smol_runtime(procs);
+    let t = Instant::now();
+    let done = rt.block_on(rt.spawn(async move {
+        let (done_tx, done_rx) = oneshot::channel::<()>();
+        let finished = Countdown::leak(n, done_tx);
         for _ in 0..n {
-            tokio::spawn(async move {
-                tokio::time::sleep(SLEEP).await;
-                if let Some(done) = finished.bump() {
-                    let _ = done.send(());
-                }
-            });
+            super::SMOL
+                .spawn(async move {
+                    smol::Timer::after(SLEEP).await;
+                    if let Some(done) = finished.bump() {
+                        let _ = done.send(());
+                    }
+                })
+                .detach();
         }
-    });
-    rt.block_on(done_rx).expect("done signal");
-    Sample::timed(t.elapsed(), finished.count())
+        done_rx.await.expect("done signal");
+        finished.count()
+    }));
+    Sample::timed(t.elapsed(), done)
 }
 
 /// may coroutines, each on a may mpsc channel of its own, released by

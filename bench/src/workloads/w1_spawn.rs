@@ -23,6 +23,7 @@ pub fn run(imp: Impl, procs: usize, n: u64) -> Sample {
         #[cfg(feature = "gosched")]
         Impl::GoschedThreads => gosched_from_a_thread(procs, n),
         Impl::Tokio => tokio_tasks(procs, n),
+        Impl::Smol => smol_tasks(procs, n),
         Impl::May => may_coroutines(procs, n),
         _ => unreachable!("{imp:?} is not built into this binary"),
     }
@@ -108,6 +109,30 @@ fn tokio_tasks(procs: usize, n: u64) -> Sample {
         rx.await.expect("done signal");
     }))
     .expect("root task");
+    Sample::timed(t.elapsed(), c.count())
+}
+
+/// smol tasks (as tokio's row): the root task spawns `n` tasks onto the
+/// executor and detaches them (a dropped smol `Task` would cancel its task;
+/// a dropped tokio `JoinHandle` detaches), then awaits a futures oneshot
+/// (smol has no oneshot of its own; gosched-async's row awaits the same).
+fn smol_tasks(procs: usize, n: u64) -> Sample {
+    let rt = super::smol_runtime(procs);
+    let (tx, rx) = futures_channel::oneshot::channel::<()>();
+    let c = Countdown::leak(n, tx);
+    let t = Instant::now();
+    rt.block_on(rt.spawn(async move {
+        for _ in 0..n {
+            super::SMOL
+                .spawn(async move {
+                    if let Some(tx) = c.bump() {
+                        let _ = tx.send(());
+                    }
+                })
+                .detach();
+        }
+        rx.await.expect("done signal");
+    }));
     Sample::timed(t.elapsed(), c.count())
 }
 

@@ -30,6 +30,7 @@ pub fn run(imp: Impl, procs: usize, leaves: u64) -> Sample {
         #[cfg(feature = "gosched")]
         Impl::GoschedAsync => gosched_async(procs, leaves),
         Impl::Tokio => tokio_tasks(procs, leaves),
+        Impl::Smol => smol_tasks(procs, leaves),
         Impl::May => may_coroutines(procs, leaves),
         _ => unreachable!("{imp:?} is not built into this binary"),
     }
@@ -142,6 +143,34 @@ fn tokio_tasks(procs: usize, leaves: u64) -> Sample {
     let rt = super::tokio_runtime(procs);
     let t = Instant::now();
     let sum = rt.block_on(rt.spawn(node(0, leaves))).expect("root");
+    Sample::timed(t.elapsed(), sum)
+}
+
+// --- smol tasks: spawn + Task.await -----------------------------------------
+
+/// As tokio's row: each node spawns its 10 children onto the smol executor
+/// and awaits their `smol::Task`s in order (a `Task` is smol's join handle).
+fn smol_tasks(procs: usize, leaves: u64) -> Sample {
+    // As above: `impl Future + Send`, not `async fn`.
+    #[allow(clippy::manual_async_fn)]
+    fn node(num: u64, size: u64) -> impl Future<Output = u64> + Send {
+        async move {
+            if size == 1 {
+                return num;
+            }
+            let sub = size / DIV;
+            let children: [smol::Task<u64>; DIV as usize] =
+                std::array::from_fn(|i| super::SMOL.spawn(node(num + i as u64 * sub, sub)));
+            let mut sum = 0;
+            for h in children {
+                sum += h.await;
+            }
+            sum
+        }
+    }
+    let rt = super::smol_runtime(procs);
+    let t = Instant::now();
+    let sum = rt.block_on(rt.spawn(node(0, leaves)));
     Sample::timed(t.elapsed(), sum)
 }
 

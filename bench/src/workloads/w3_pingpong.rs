@@ -6,14 +6,14 @@
 //! every `v` received on `ping` with `v + 1` on `pong` until `ping` is
 //! closed), then itself sends `0..n` on `ping`, waiting for each answer, and
 //! sums the answers (the check: n(n+1)/2). It closes `ping` (gosched:
-//! `close()`, Go: `close(ping)`, tokio/may: drops the sender) and joins the
+//! `close()`, Go: `close(ping)`, tokio/smol/may: drops the sender) and joins the
 //! ponger. Timed: spawning the root until it returns.
 //!
 //! Channels: gosched goroutines `gosched::chan(0)` with `send`/`recv`,
 //! gosched async tasks `gosched::chan(0)` with `send_async`/`recv_async`,
 //! Go `make(chan int64)`. Peers without a rendezvous channel use the closest
-//! they have, labelled in the table: tokio tasks with `async_channel::bounded(1)`
-//! ("cap 1"), may coroutines with `may::sync::mpsc::channel` ("unbounded").
+//! they have, labelled in the table: tokio tasks and smol tasks with
+//! `async_channel::bounded(1)` ("cap 1"), may coroutines with `may::sync::mpsc::channel` ("unbounded").
 //! In a ping-pong at most one value is ever in flight per channel, so the
 //! capacity changes only whether the sender waits for the handoff.
 
@@ -28,6 +28,7 @@ pub fn run(imp: Impl, procs: usize, n: u64) -> Sample {
         #[cfg(feature = "gosched")]
         Impl::GoschedAsync => gosched_async(procs, n),
         Impl::Tokio => tokio_tasks(procs, n),
+        Impl::Smol => smol_tasks(procs, n),
         Impl::May => may_coroutines(procs, n),
         _ => unreachable!("{imp:?} has no W3 implementation in this binary"),
     }
@@ -116,6 +117,31 @@ fn tokio_tasks(procs: usize, n: u64) -> Sample {
             sum
         }))
         .expect("root");
+    Sample::timed(t.elapsed(), sum)
+}
+
+/// smol tasks, `async_channel::bounded(1)` (no cap 0 there): tokio's row
+/// on the smol executor, the ponger's `smol::Task` awaited at the end.
+fn smol_tasks(procs: usize, n: u64) -> Sample {
+    let rt = super::smol_runtime(procs);
+    let t = Instant::now();
+    let sum = rt.block_on(rt.spawn(async move {
+        let (ping_tx, ping_rx) = async_channel::bounded::<u64>(1);
+        let (pong_tx, pong_rx) = async_channel::bounded::<u64>(1);
+        let ponger = super::SMOL.spawn(async move {
+            while let Ok(v) = ping_rx.recv().await {
+                pong_tx.send(v + 1).await.expect("pong send");
+            }
+        });
+        let mut sum = 0u64;
+        for i in 0..n {
+            ping_tx.send(i).await.expect("ping send");
+            sum += pong_rx.recv().await.expect("pong recv");
+        }
+        drop(ping_tx);
+        ponger.await;
+        sum
+    }));
     Sample::timed(t.elapsed(), sum)
 }
 

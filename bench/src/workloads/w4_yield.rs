@@ -18,6 +18,7 @@ pub fn run(imp: Impl, procs: usize, n: u64) -> Sample {
         #[cfg(feature = "gosched")]
         Impl::GoschedAsync => gosched_async(procs, units, n),
         Impl::Tokio => tokio_tasks(procs, units, n),
+        Impl::Smol => smol_tasks(procs, units, n),
         Impl::May => may_coroutines(procs, units, n),
         _ => unreachable!("{imp:?} is not built into this binary"),
     }
@@ -104,6 +105,33 @@ fn tokio_tasks(procs: usize, units: usize, n: u64) -> Sample {
             total
         }))
         .expect("root");
+    Sample::timed(t.elapsed(), total)
+}
+
+/// `smol::future::yield_now().await` (futures-lite's: wakes itself and
+/// returns `Pending` once) in smol tasks; the root awaits their `Task`s.
+fn smol_tasks(procs: usize, units: usize, n: u64) -> Sample {
+    let rt = super::smol_runtime(procs);
+    let t = Instant::now();
+    let total = rt.block_on(rt.spawn(async move {
+        let hs: Vec<_> = (0..units)
+            .map(|_| {
+                super::SMOL.spawn(async move {
+                    let mut i = 0;
+                    while i < n {
+                        smol::future::yield_now().await;
+                        i += 1;
+                    }
+                    i
+                })
+            })
+            .collect();
+        let mut total = 0;
+        for h in hs {
+            total += h.await;
+        }
+        total
+    }));
     Sample::timed(t.elapsed(), total)
 }
 

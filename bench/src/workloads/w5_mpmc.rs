@@ -14,8 +14,9 @@
 //!
 //! Timed: spawning the root until it returns. Units: gosched goroutines
 //! (`send`/`recv`), gosched async tasks (`send_async`/`recv_async`), Go
-//! goroutines (`chan int64`), tokio tasks with `async_channel::bounded`
-//! (`bounded(1)` for the cap-0 row: async-channel has no cap 0; labelled),
+//! goroutines (`chan int64`), tokio tasks and smol tasks with
+//! `async_channel::bounded` (`bounded(1)` for the cap-0 row: async-channel
+//! has no cap 0; labelled),
 //! and 8 plain OS threads (the main thread is the root, no runtime, `procs`
 //! unused) with `gosched::chan` (`gosched-threads`), `crossbeam_channel::bounded`,
 //! `flume::bounded` and `kanal::bounded` (all have a real cap 0). may has no bounded
@@ -40,6 +41,7 @@ pub fn run(imp: Impl, procs: usize, n: u64, cap: usize) -> Sample {
         #[cfg(feature = "gosched")]
         Impl::GoschedAsync => gosched_async(procs, per, cap),
         Impl::Tokio => tokio_tasks(procs, per, cap),
+        Impl::Smol => smol_tasks(procs, per, cap),
         #[cfg(feature = "gosched")]
         Impl::GoschedThreads => {
             let (tx, rx) = gosched::chan::<u64>(cap).split();
@@ -189,6 +191,50 @@ fn tokio_tasks(procs: usize, per: u64, cap: usize) -> Sample {
             sum
         }))
         .expect("root");
+    Sample::timed(t.elapsed(), sum)
+}
+
+/// smol tasks, `async_channel::bounded(cap)` (`bounded(1)` for cap 0): tokio's
+/// row on the smol executor (sender clones owned by the producers, the
+/// root's dropped; the producers' then the consumers' `Task`s awaited).
+fn smol_tasks(procs: usize, per: u64, cap: usize) -> Sample {
+    let rt = super::smol_runtime(procs);
+    let t = Instant::now();
+    let sum = rt.block_on(rt.spawn(async move {
+        let (tx, rx) = async_channel::bounded::<u64>(cap.max(1));
+        let consumers: Vec<_> = (0..CONSUMERS)
+            .map(|_| {
+                let rx = rx.clone();
+                super::SMOL.spawn(async move {
+                    let mut sum = 0u64;
+                    while let Ok(v) = rx.recv().await {
+                        sum += v;
+                    }
+                    sum
+                })
+            })
+            .collect();
+        drop(rx);
+        let producers: Vec<_> = (0..PRODUCERS)
+            .map(|p| {
+                let tx = tx.clone();
+                super::SMOL.spawn(async move {
+                    for v in p * per..(p + 1) * per {
+                        tx.send(v).await.expect("send");
+                    }
+                })
+            })
+            .collect();
+        drop(tx);
+        for h in producers {
+            h.await;
+        }
+        let mut sum = 0u64;
+        for h in consumers {
+            sum += h.await;
+        }
+        sum
+    }));
     Sample::timed(t.elapsed(), sum)
 }
 

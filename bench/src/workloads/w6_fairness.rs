@@ -15,7 +15,8 @@
 //! mode: a ticker homed on a hog's M waits for it, which the row shows);
 //! `gosched-go-migrate` the same with goroutines free to move (Go's model);
 //! `gosched-async` an async ticker beside goroutine hogs (default mode);
-//! tokio tasks; may coroutines (`may::coroutine::sleep`); Go.
+//! tokio tasks; smol tasks (`smol::Timer::after`); may coroutines
+//! (`may::coroutine::sleep`); Go.
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc;
@@ -37,6 +38,7 @@ pub fn run(imp: Impl, procs: usize, ms: u64) -> Sample {
         #[cfg(feature = "gosched")]
         Impl::GoschedAsync => gosched_async_ticker(procs, window),
         Impl::Tokio => tokio_tasks(procs, window),
+        Impl::Smol => smol_tasks(procs, window),
         Impl::May => may_coroutines(procs, window),
         _ => {
             let _ = (procs, window);
@@ -192,6 +194,37 @@ fn tokio_tasks(procs: usize, window: Duration) -> Sample {
             h.await.expect("hog");
         }
         ticker.await.expect("ticker");
+    });
+    sample
+}
+
+/// tokio's row on the smol executor: hog tasks, then a ticker task that
+/// sleeps with `smol::Timer::after(1 ms)`; their `Task`s awaited at the end.
+fn smol_tasks(procs: usize, window: Duration) -> Sample {
+    let rt = super::smol_runtime(procs);
+    let stop = Arc::new(AtomicBool::new(false));
+    let hogs: Vec<_> = (0..HOGS)
+        .map(|_| {
+            let s = stop.clone();
+            rt.spawn(async move { hog(&s) })
+        })
+        .collect();
+    let (tx, rx) = mpsc::channel();
+    let ticker = rt.spawn(async move {
+        let mut t = Ticks::new(window);
+        while t.go_on() {
+            let s = Instant::now();
+            smol::Timer::after(PERIOD).await;
+            t.record(s);
+        }
+        let _ = tx.send(t.late_ns);
+    });
+    let sample = finish(rx, &stop, window);
+    rt.block_on(async {
+        for h in hogs {
+            h.await;
+        }
+        ticker.await;
     });
     sample
 }

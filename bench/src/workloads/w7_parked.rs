@@ -14,7 +14,9 @@
 //!
 //! Parking: gosched goroutines `gosched::block_on(rx)` and gosched async
 //! tasks `rx.await` on a `futures_channel::oneshot` (gosched has no channels
-//! yet), tokio tasks `rx.await` on a `tokio::sync::oneshot`, may coroutines
+//! yet), tokio tasks `rx.await` on a `tokio::sync::oneshot`, smol tasks
+//! `rx.await` on a `futures_channel::oneshot` (smol has no oneshot; the same
+//! channel as gosched's async row), may coroutines
 //! `rx.recv()` on a `may::sync::mpsc` channel, Go `<-ch` on a `chan struct{}`.
 //! The elapsed time reported is spawning the root until all are parked.
 
@@ -33,6 +35,7 @@ pub fn run(imp: Impl, procs: usize, n: u64) -> Sample {
         #[cfg(feature = "gosched")]
         Impl::GoschedAsync => gosched_async(procs, n),
         Impl::Tokio => tokio_tasks(procs, n),
+        Impl::Smol => smol_tasks(procs, n),
         Impl::May => may_coroutines(procs, n),
         _ => unreachable!("{imp:?} is not built into this binary"),
     }
@@ -142,6 +145,45 @@ fn tokio_tasks(procs: usize, n: u64) -> Sample {
                 .collect::<Vec<_>>()
         }))
         .expect("root");
+    let all_parked = wait_for(parked, n, SETTLE);
+    let after = rss_kb();
+
+    for tx in senders {
+        tx.send(()).expect("unit alive");
+    }
+    rt.block_on(done_rx).expect("done signal");
+    sample(all_parked - t, finished.count(), before, after)
+}
+
+/// tokio's row on the smol executor: each task parks on its own
+/// `futures_channel::oneshot` (smol has no oneshot of its own); the tasks
+/// are detached (a dropped smol `Task` would cancel its task).
+fn smol_tasks(procs: usize, n: u64) -> Sample {
+    use futures_channel::oneshot;
+    let rt = super::smol_runtime(procs);
+    let parked = leak_counter();
+    let (done_tx, done_rx) = oneshot::channel::<()>();
+    let finished = Countdown::leak(n, done_tx);
+
+    let before = rss_kb();
+    let t = Instant::now();
+    let senders = rt.block_on(rt.spawn(async move {
+        (0..n)
+            .map(|_| {
+                let (tx, rx) = oneshot::channel::<()>();
+                super::SMOL
+                    .spawn(async move {
+                        parked.fetch_add(1, Ordering::AcqRel);
+                        rx.await.expect("release");
+                        if let Some(done) = finished.bump() {
+                            let _ = done.send(());
+                        }
+                    })
+                    .detach();
+                tx
+            })
+            .collect::<Vec<_>>()
+    }));
     let all_parked = wait_for(parked, n, SETTLE);
     let after = rss_kb();
 
