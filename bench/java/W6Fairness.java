@@ -8,12 +8,12 @@
 // wait is added as the lateness of the tick it never made).
 // Java's scheduler does not preempt a virtual thread (it has no time slice):
 // with more hogs than carriers the ticker does not run until they stop.
-// One difference from the Go program: the ticker's window is counted from
-// when it is started, not from its first run, so that a ticker that first
-// runs after the hogs stop counts no tick (Go's ticker always runs within
-// the window, where the two are the same; counted from its first run, a
-// starved ticker would tick a whole window after the hogs stop and report
-// a p99 of about 1 ms).
+// The ticker's window is counted from when it is started, not from its
+// first run (as in the Go and Rust programs since 2026-11-28), so that a
+// ticker that first runs after the hogs stop counts no tick; counted from
+// its first run, a starved ticker would tick a whole window after the hogs
+// stop and report a p99 of about 1 ms. Lateness: a tick is late by the time
+// since the previous tick (or, for the first, since the start) beyond 1 ms.
 // The waiting is done by the main (platform) thread, as in the Rust rows: a
 // virtual-thread root would be starved with the ticker.
 // Warm-up: one thread started and joined (as Go); the hog loop is compiled
@@ -55,10 +55,12 @@ final class W6Fairness {
         long start = System.nanoTime();
         Common.go(() -> {
             List<Long> late = new ArrayList<>((int) ms + 1);
+            long last = start;
             while (System.nanoTime() - start < window) {
-                long s = System.nanoTime();
                 Thread.sleep(1);
-                long l = System.nanoTime() - s - 1_000_000;
+                long now = System.nanoTime();
+                long l = now - last - 1_000_000;
+                last = now;
                 late.add(Math.max(l, 0));
             }
             report.put(late);
