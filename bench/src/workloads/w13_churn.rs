@@ -74,56 +74,7 @@ fn gosched_go(procs: usize, n: u64) -> Sample {
         wg.wait();
         n
     };
-    rt.block_on(rt.go(round)).expect("warm-up");
-    let t = Instant::now();
-    let mut done = 0;
-    for _ in 0..ROUNDS {
-        done += rt.block_on(rt.go(round)).expect("round");
-    }
-    Sample::timed(t.elapsed(), done)
-}
-
-/// gosched async tasks, the round of the tokio and smol rows (their
-/// runtimes have no unbuffered channel, so every async row parks on a
-/// oneshot): a root task, on a worker, spawns the tasks, each parked on its
-/// own `futures_channel::oneshot`, then drops the senders to release them
-/// and awaits a countdown's signal. Until 2026-11-28 this row parked on
-/// `gosched::chan(0)` and joined through a `WaitGroup`, and the peers
-/// spawned from the main thread: the rows timed different things.
-#[cfg(feature = "gosched")]
-fn gosched_async(procs: usize, n: u64) -> Sample {
-    use super::Countdown;
-    use futures_channel::oneshot;
-    let rt = super::gosched_runtime(procs);
-    let round = |rt: &gosched::Runtime| {
-        rt.block_on(rt.spawn(async move {
-            let (done_tx, done_rx) = oneshot::channel::<()>();
-            let finished = Countdown::leak(n, done_tx);
-            let senders: Vec<_> = (0..n)
-                .map(|_| {
-                    let (tx, rx) = oneshot::channel::<()>();
-                    gosched::spawn(async move {
-                        let _ = rx.await;
-                        if let Some(done) = finished.bump() {
-                            let _ = done.send(());
-                        }
-                    });
-                    tx
-                })
-                .collect();
-            drop(senders); // closes every channel
-            done_rx.await.expect("done signal");
-            finished.count()
-        }))
-        .expect("round")
-    };
-    round(&rt);
-    let t = Instant::now();
-    let mut done = 0;
-    for _ in 0..ROUNDS {
-        done += round(&rt);
-    }
-    Sample::timed(t.elapsed(), done)
+    timed_rounds(|| rt.block_on(rt.go(round)).expect("round"))
 }
 
 #[cfg(feature = "gosched")]
@@ -148,163 +99,205 @@ fn gosched_go_sleep(procs: usize, n: u64) -> Sample {
     Sample::timed(t.elapsed(), done)
 }
 
-/// gosched async tasks each `sleep_async(10 ms)`, spawned by a root task on
-/// a worker; a countdown signals the end (as the tokio and smol rows).
+// ---- the async rows: one program for gosched, tokio and smol ----------------------
+//
+// A root task, on a worker, spawns the units; each unit bumps a countdown
+// whose last bump sends a oneshot the root awaits. W13's units park on a
+// oneshot of their own, released when the root drops the senders (neither
+// tokio nor smol has an unbuffered channel); W8's sleep. Until 2026-11-28
+// tokio's rows spawned from the main thread inside `rt.block_on`, through
+// its inject queue, against the rule that every root runs on a worker, and
+// gosched's W13 async row parked on `chan(0)` joined by a `WaitGroup`.
+
+/// The oneshot channel an async row parks its units on and signals the
+/// end with.
+trait Oneshot: 'static {
+    /// `signal` sends; dropping it releases the receiver.
+    type Tx: Send + 'static;
+    /// Ready once sent to or released.
+    type Rx: std::future::Future<Output = Result<(), Self::Closed>> + Send + 'static;
+    type Closed: std::fmt::Debug;
+    fn channel() -> (Self::Tx, Self::Rx);
+    fn signal(tx: Self::Tx);
+}
+
+/// `futures_channel::oneshot`: gosched's async row and smol's (smol has
+/// none of its own).
+struct FuturesOneshot;
+
+impl Oneshot for FuturesOneshot {
+    type Tx = futures_channel::oneshot::Sender<()>;
+    type Rx = futures_channel::oneshot::Receiver<()>;
+    type Closed = futures_channel::oneshot::Canceled;
+    fn channel() -> (Self::Tx, Self::Rx) {
+        futures_channel::oneshot::channel()
+    }
+    fn signal(tx: Self::Tx) {
+        let _ = tx.send(());
+    }
+}
+
+/// `tokio::sync::oneshot`: tokio's row.
+struct TokioOneshot;
+
+impl Oneshot for TokioOneshot {
+    type Tx = tokio::sync::oneshot::Sender<()>;
+    type Rx = tokio::sync::oneshot::Receiver<()>;
+    type Closed = tokio::sync::oneshot::error::RecvError;
+    fn channel() -> (Self::Tx, Self::Rx) {
+        tokio::sync::oneshot::channel()
+    }
+    fn signal(tx: Self::Tx) {
+        let _ = tx.send(());
+    }
+}
+
+/// What the async rows need of a runtime, called from inside its tasks.
+trait AsyncUnits: 'static {
+    type Oneshot: Oneshot;
+    /// Spawn a detached unit.
+    fn spawn(unit: impl std::future::Future<Output = ()> + Send + 'static);
+    fn sleep(d: Duration) -> impl std::future::Future<Output = ()> + Send;
+}
+
+/// One W13 round (the root task's body): `n` units parked, all released,
+/// all ended; the count of ended units.
+async fn churn_round<R: AsyncUnits>(n: u64) -> u64 {
+    let (done_tx, done_rx) = R::Oneshot::channel();
+    let finished = super::Countdown::leak(n, done_tx);
+    let senders: Vec<_> = (0..n)
+        .map(|_| {
+            let (tx, rx) = R::Oneshot::channel();
+            R::spawn(async move {
+                let _ = rx.await;
+                if let Some(done) = finished.bump() {
+                    R::Oneshot::signal(done);
+                }
+            });
+            tx
+        })
+        .collect();
+    drop(senders); // closes every channel
+    done_rx.await.expect("done signal");
+    finished.count()
+}
+
+/// W8 (the root task's body): `n` units each sleep [`SLEEP`]; the count of
+/// ended units.
+async fn sleep_all<R: AsyncUnits>(n: u64) -> u64 {
+    let (done_tx, done_rx) = R::Oneshot::channel();
+    let finished = super::Countdown::leak(n, done_tx);
+    for _ in 0..n {
+        R::spawn(async move {
+            R::sleep(SLEEP).await;
+            if let Some(done) = finished.bump() {
+                R::Oneshot::signal(done);
+            }
+        });
+    }
+    done_rx.await.expect("done signal");
+    finished.count()
+}
+
+/// A warm-up round, then [`ROUNDS`] timed rounds of `round` (which runs
+/// one round as a root task and returns its count).
+fn timed_rounds(mut round: impl FnMut() -> u64) -> Sample {
+    round();
+    let t = Instant::now();
+    let mut done = 0;
+    for _ in 0..ROUNDS {
+        done += round();
+    }
+    Sample::timed(t.elapsed(), done)
+}
+
+/// gosched async tasks, `time::sleep_async`.
+#[cfg(feature = "gosched")]
+struct GoschedTasks;
+
+#[cfg(feature = "gosched")]
+impl AsyncUnits for GoschedTasks {
+    type Oneshot = FuturesOneshot;
+    fn spawn(unit: impl std::future::Future<Output = ()> + Send + 'static) {
+        gosched::spawn(unit);
+    }
+    fn sleep(d: Duration) -> impl std::future::Future<Output = ()> + Send {
+        gosched::time::sleep_async(d)
+    }
+}
+
+/// tokio tasks, `tokio::time::sleep`.
+struct TokioTasks;
+
+impl AsyncUnits for TokioTasks {
+    type Oneshot = TokioOneshot;
+    fn spawn(unit: impl std::future::Future<Output = ()> + Send + 'static) {
+        tokio::spawn(unit);
+    }
+    fn sleep(d: Duration) -> impl std::future::Future<Output = ()> + Send {
+        tokio::time::sleep(d)
+    }
+}
+
+/// smol tasks (detached: a dropped smol `Task` would cancel its task),
+/// async-io's `smol::Timer::after`.
+struct SmolTasks;
+
+impl AsyncUnits for SmolTasks {
+    type Oneshot = FuturesOneshot;
+    fn spawn(unit: impl std::future::Future<Output = ()> + Send + 'static) {
+        super::SMOL.spawn(unit).detach();
+    }
+    async fn sleep(d: Duration) {
+        smol::Timer::after(d).await;
+    }
+}
+
+#[cfg(feature = "gosched")]
+fn gosched_async(procs: usize, n: u64) -> Sample {
+    let rt = super::gosched_runtime(procs);
+    timed_rounds(|| {
+        rt.block_on(rt.spawn(churn_round::<GoschedTasks>(n)))
+            .expect("round")
+    })
+}
+
 #[cfg(feature = "gosched")]
 fn gosched_async_sleep(procs: usize, n: u64) -> Sample {
-    use super::Countdown;
-    use futures_channel::oneshot;
     let rt = super::gosched_runtime(procs);
     let t = Instant::now();
     let done = rt
-        .block_on(rt.spawn(async move {
-            let (done_tx, done_rx) = oneshot::channel::<()>();
-            let finished = Countdown::leak(n, done_tx);
-            for _ in 0..n {
-                gosched::spawn(async move {
-                    gosched::time::sleep_async(SLEEP).await;
-                    if let Some(done) = finished.bump() {
-                        let _ = done.send(());
-                    }
-                });
-            }
-            done_rx.await.expect("done signal");
-            finished.count()
-        }))
+        .block_on(rt.spawn(sleep_all::<GoschedTasks>(n)))
         .expect("root");
     Sample::timed(t.elapsed(), done)
 }
 
-/// tokio tasks: a root task, on a worker, spawns them, each parked on a
-/// `tokio::sync::oneshot`, drops the senders to release them (a closed
-/// channel) and awaits a countdown's signal. (Until 2026-11-28 the main
-/// thread spawned them inside `rt.block_on`, through tokio's inject queue,
-/// where every other row's root runs on a worker.)
 fn tokio_tasks(procs: usize, n: u64) -> Sample {
-    use super::Countdown;
-    use tokio::sync::oneshot;
     let rt = super::tokio_runtime(procs);
-    let round = |rt: &tokio::runtime::Runtime| {
-        rt.block_on(rt.spawn(async move {
-            let (done_tx, done_rx) = oneshot::channel::<()>();
-            let finished = Countdown::leak(n, done_tx);
-            let senders: Vec<_> = (0..n)
-                .map(|_| {
-                    let (tx, rx) = oneshot::channel::<()>();
-                    tokio::spawn(async move {
-                        let _ = rx.await;
-                        if let Some(done) = finished.bump() {
-                            let _ = done.send(());
-                        }
-                    });
-                    tx
-                })
-                .collect();
-            drop(senders); // closes every channel
-            done_rx.await.expect("done signal");
-            finished.count()
-        }))
-        .expect("round")
-    };
-    round(&rt);
-    let t = Instant::now();
-    let mut done = 0;
-    for _ in 0..ROUNDS {
-        done += round(&rt);
-    }
-    Sample::timed(t.elapsed(), done)
+    timed_rounds(|| {
+        rt.block_on(rt.spawn(churn_round::<TokioTasks>(n)))
+            .expect("round")
+    })
 }
 
-/// tokio tasks each `tokio::time::sleep(10 ms)`, spawned by a root task on
-/// a worker; a countdown signals the end.
 fn tokio_sleep(procs: usize, n: u64) -> Sample {
-    use super::Countdown;
-    use tokio::sync::oneshot;
     let rt = super::tokio_runtime(procs);
     let t = Instant::now();
     let done = rt
-        .block_on(rt.spawn(async move {
-            let (done_tx, done_rx) = oneshot::channel::<()>();
-            let finished = Countdown::leak(n, done_tx);
-            for _ in 0..n {
-                tokio::spawn(async move {
-                    tokio::time::sleep(SLEEP).await;
-                    if let Some(done) = finished.bump() {
-                        let _ = done.send(());
-                    }
-                });
-            }
-            done_rx.await.expect("done signal");
-            finished.count()
-        }))
+        .block_on(rt.spawn(sleep_all::<TokioTasks>(n)))
         .expect("root");
     Sample::timed(t.elapsed(), done)
 }
 
-/// smol tasks, as tokio's row: a root task on a worker spawns them, each
-/// parked on a `futures_channel::oneshot` (smol has none of its own) and
-/// detached (a dropped smol `Task` would cancel its task), drops the
-/// senders to release them and awaits a countdown's signal.
 fn smol_tasks(procs: usize, n: u64) -> Sample {
-    use super::Countdown;
-    use futures_channel::oneshot;
     let rt = super::smol_runtime(procs);
-    let round = |rt: &super::SmolRuntime| {
-        rt.block_on(rt.spawn(async move {
-            let (done_tx, done_rx) = oneshot::channel::<()>();
-            let finished = Countdown::leak(n, done_tx);
-            let senders: Vec<_> = (0..n)
-                .map(|_| {
-                    let (tx, rx) = oneshot::channel::<()>();
-                    super::SMOL
-                        .spawn(async move {
-                            let _ = rx.await;
-                            if let Some(done) = finished.bump() {
-                                let _ = done.send(());
-                            }
-                        })
-                        .detach();
-                    tx
-                })
-                .collect();
-            drop(senders); // closes every channel
-            done_rx.await.expect("done signal");
-            finished.count()
-        }))
-    };
-    round(&rt);
-    let t = Instant::now();
-    let mut done = 0;
-    for _ in 0..ROUNDS {
-        done += round(&rt);
-    }
-    Sample::timed(t.elapsed(), done)
+    timed_rounds(|| rt.block_on(rt.spawn(churn_round::<SmolTasks>(n))))
 }
 
-/// smol tasks each `smol::Timer::after(10 ms).await` (async-io's timers),
-/// spawned by a root task on a worker as tokio's row; a countdown signals
-/// the end.
 fn smol_sleep(procs: usize, n: u64) -> Sample {
-    use super::Countdown;
-    use futures_channel::oneshot;
     let rt = super::smol_runtime(procs);
     let t = Instant::now();
-    let done = rt.block_on(rt.spawn(async move {
-        let (done_tx, done_rx) = oneshot::channel::<()>();
-        let finished = Countdown::leak(n, done_tx);
-        for _ in 0..n {
-            super::SMOL
-                .spawn(async move {
-                    smol::Timer::after(SLEEP).await;
-                    if let Some(done) = finished.bump() {
-                        let _ = done.send(());
-                    }
-                })
-                .detach();
-        }
-        done_rx.await.expect("done signal");
-        finished.count()
-    }));
+    let done = rt.block_on(rt.spawn(sleep_all::<SmolTasks>(n)));
     Sample::timed(t.elapsed(), done)
 }
 
@@ -337,13 +330,7 @@ fn may_coroutines(procs: usize, n: u64) -> Sample {
         done_rx.recv().expect("done signal");
         finished.count()
     };
-    round();
-    let t = Instant::now();
-    let mut done = 0;
-    for _ in 0..ROUNDS {
-        done += round();
-    }
-    Sample::timed(t.elapsed(), done)
+    timed_rounds(round)
 }
 
 /// may coroutines each sleeping `SLEEP` (may's coroutine sleep).

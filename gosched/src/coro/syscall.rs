@@ -34,7 +34,12 @@
 //! | always hand off | 9,603 | 3,486 (38× Go) |
 //! | by call site (this) | 7,924 | 109 |
 //! | in place (migrating goroutines; no sysmon yet) | 66,179 | 96 |
-//! | Go 1.27 (sysmon hands the P off after 20 µs) | 22,324 | 93 |
+//! | Go 1.27 (sysmon hands the P off after 20 µs) | 22,324 | 93 (a raw call) |
+//!
+//! Go's S2 figure there made `syscall.Getppid`, a raw call that skips
+//! `entersyscall`; through `syscall.Syscall`, as its blocking calls go, Go
+//! makes 81-87 ns and this 89-98 (2026-11-28, after [`folded`] stopped
+//! writing the shared table at every sampled call).
 //!
 //! `f` may borrow from the goroutine's stack (no `'static` bound): the
 //! goroutine is parked until `f` has returned, and if it is cancelled
