@@ -112,6 +112,19 @@ fn a_million_stopped_timers_are_freed() {
     });
 }
 
+/// An `after` that a receiver parked on (so its timer went on a heap: see
+/// tests/time_lazy.rs) and then gave up on is freed too: the last handle's
+/// drop stops the heap entry, whose zombie the heap then compacts.
+#[test]
+fn afters_waited_on_then_dropped_are_freed() {
+    assert_freed("after(1 h) waited on for 1 µs, then dropped", || {
+        for _ in 0..20_000 {
+            let ch = after(HOUR);
+            assert!(ch.recv_timeout(Duration::from_micros(1)).is_err());
+        }
+    });
+}
+
 /// Stops with no later add on that heap: the stoppers themselves compact it.
 #[test]
 fn timers_stopped_in_bulk_are_freed_without_later_timers() {

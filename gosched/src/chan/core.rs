@@ -359,11 +359,11 @@ pub(super) struct State<T> {
     pub(super) closed: bool,
     pub(super) recvq: WaitQueue<T>,
     pub(super) sendq: WaitQueue<T>,
-    /// A timer channel (`time::after`): the heap entry that sends on it. It is
-    /// stopped when the last handle able to receive is dropped, so an
-    /// unreferenced timer is freed at once (Go 1.23) instead of living until it
-    /// fires. Taken under the lock, stopped after it is released (stopping
-    /// drops the entry's closure, which holds a `Sender` of this channel).
+    /// A timer channel (`time::after`) whose timer a parked receiver put on a
+    /// heap (`Inner::timer`): that heap entry. It is stopped when the last
+    /// handle able to receive is dropped, so an unreferenced timer is freed
+    /// at once (Go 1.23) instead of living until it fires. Taken under the
+    /// lock, stopped after it is released.
     pub(super) timer: Option<std::sync::Arc<TimerEntry>>,
 }
 
@@ -384,6 +384,76 @@ pub(super) struct Inner<T> {
     recv_waiting: AtomicUsize,
     send_waiting: AtomicUsize,
     spilled: AtomicUsize,
+    /// `Some` for a timer channel (`time::after`): its timer, which goes on a
+    /// heap only once a receiver parks (`ChanTimer`).
+    #[cfg(not(loom))]
+    timer: Option<Box<ChanTimer<T>>>,
+}
+
+/// `ChanTimer::state`: on no heap; nobody has waited for it yet.
+#[cfg(not(loom))]
+const TIMER_IDLE: u8 = 0;
+/// A receiver parked: an entry fires it from a timer heap at `when`.
+#[cfg(not(loom))]
+const TIMER_HEAPED: u8 = 1;
+/// Its value was sent (or nobody can receive it any more): final.
+#[cfg(not(loom))]
+const TIMER_FIRED: u8 = 2;
+
+/// The timer of a timer channel (`time::after`), Go 1.23's lazy timer
+/// channels: it goes on a timer heap only when a receiver is about to park
+/// on the channel. Until then nothing but the channel knows about it, and
+/// every receive that finds the buffer empty — `try_recv`, a blocking or
+/// async receive's first look, a `select!` arm, `len`, `is_closed` — checks
+/// the deadline itself and, if it has passed, fires the timer there (Go's
+/// `maybeRunChan`). So an `after` dropped before anyone waits on it never
+/// touches a heap or a lock (T1: most `after`s in a `select!` loop are
+/// dropped unreceived), and one that is waited on costs what it cost before.
+///
+/// Protocol. `state` goes `IDLE → HEAPED → FIRED` or `IDLE → FIRED`:
+/// - `IDLE → HEAPED`: `park_recv`, under the channel lock, once its waiter is
+///   queued: the heap entry (`arm`, holding a `Weak` of the channel) goes
+///   into `State::timer` and onto the parker's timer heap. A receiver that
+///   parks has therefore always either seen the deadline unpassed with an
+///   entry on a heap, or fired the timer itself — no wake-up is lost.
+/// - `→ FIRED` by `swap`: whoever swaps first (a heap entry's run, a
+///   receive that found it due, the last receiver's drop) owns the firing;
+///   every later one does nothing. Firing sends `value(when)` as a
+///   non-blocking send (a full or closed channel drops it, as Go's
+///   `sendTime` does) and then releases the timer's own count in `senders`.
+///   The count keeps the channel open while the timer may still send, as a
+///   `Sender` handle would: `let (_, rx) = after(d).split()` still receives.
+#[cfg(not(loom))]
+pub(crate) struct ChanTimer<T> {
+    /// The deadline, ns on the creator's runtime clock (`clock_ns`).
+    when: u64,
+    state: AtomicU8,
+    /// The value a firing sends (`after`: the deadline as an `Instant`, as
+    /// Go's `sendTime` sends `Now() - lateness`).
+    value: fn(u64) -> T,
+    /// Builds the heap entry that fires the timer.
+    arm: fn(&std::sync::Weak<Inner<T>>) -> std::sync::Arc<TimerEntry>,
+    /// The channel itself, for the heap entry (weak: the heap must not keep
+    /// a dropped channel alive).
+    chan: std::sync::Weak<Inner<T>>,
+}
+
+/// `ChanTimer::arm` for a channel of `T`.
+#[cfg(not(loom))]
+fn arm_chan_timer<T: Send + 'static>(
+    chan: &std::sync::Weak<Inner<T>>,
+) -> std::sync::Arc<TimerEntry> {
+    let chan = chan.clone();
+    TimerEntry::call(
+        move || {
+            if let Some(inner) = chan.upgrade() {
+                if let Some(t) = &inner.timer {
+                    inner.fire_timer(t);
+                }
+            }
+        },
+        None,
+    )
 }
 
 /// The completing side's half of the Dekker pair (see the protocol). The ring
@@ -420,12 +490,32 @@ enum Sent {
 
 impl<T> Inner<T> {
     /// A channel of capacity `cap`, or why its buffer cannot be made.
+    #[cfg(test)]
     pub(super) fn try_new(cap: usize) -> Result<Self, CapacityError> {
-        let ring = match cap {
+        Ok(Self::with_ring(Self::new_ring(cap)?, cap))
+    }
+
+    /// A channel of capacity `cap` in an `Arc`, or why its buffer cannot be
+    /// made. Built in place: through `try_new`'s `Result` the 168-byte
+    /// channel was copied three times on the stack (`memcpy`s that were 16%
+    /// of `time::after`, whose channel is built the same way).
+    pub(super) fn try_new_arc(cap: usize) -> Result<Arc<Self>, CapacityError> {
+        let ring = Self::new_ring(cap)?;
+        Ok(Arc::new(Self::with_ring(ring, cap)))
+    }
+
+    /// The buffer of a channel of capacity `cap` (`None`: unbuffered).
+    fn new_ring(cap: usize) -> Result<Option<Box<Ring<T>>>, CapacityError> {
+        Ok(match cap {
             0 => None,
             _ => Some(Ring::new(cap)?),
-        };
-        Ok(Inner {
+        })
+    }
+
+    /// A channel around `ring`, to be built in the caller's place.
+    #[inline(always)]
+    fn with_ring(ring: Option<Box<Ring<T>>>, cap: usize) -> Self {
+        Inner {
             state: Mutex::new(State {
                 buf: VecDeque::new(),
                 closed: false,
@@ -440,7 +530,108 @@ impl<T> Inner<T> {
             recv_waiting: AtomicUsize::new(0),
             send_waiting: AtomicUsize::new(0),
             spilled: AtomicUsize::new(0),
+            #[cfg(not(loom))]
+            timer: None,
+        }
+    }
+
+    /// A timer channel (cap 1) whose timer sends `value(when)` once the
+    /// runtime clock reaches `when` (ns): see `ChanTimer`.
+    #[cfg(not(loom))]
+    pub(super) fn new_timer(when: u64, value: fn(u64) -> T) -> Arc<Self>
+    where
+        T: Send + 'static,
+    {
+        let ring = Ring::new(1).expect("a ring of one slot");
+        let timer = |chan: &std::sync::Weak<Inner<T>>| {
+            Box::new(ChanTimer {
+                when,
+                state: AtomicU8::new(TIMER_IDLE),
+                value,
+                arm: arm_chan_timer::<T>,
+                chan: chan.clone(),
+            })
+        };
+        // One struct expression, so that the channel is built in place (see
+        // `try_new_arc`).
+        Arc::new_cyclic(|chan| Inner {
+            // The `Chan` handle, and the timer until it fires.
+            senders: AtomicUsize::new(2),
+            timer: Some(timer(chan)),
+            ..Inner::with_ring(Some(ring), 1)
         })
+    }
+
+    /// A timer channel's timer, if its deadline has passed and nobody fired
+    /// it yet: fire it now (Go's `maybeRunChan`). Whether this call fired it.
+    #[inline]
+    pub(super) fn fire_timer_if_due(&self) -> bool {
+        #[cfg(not(loom))]
+        if let Some(t) = &self.timer {
+            return t.state.load(Acquire) != TIMER_FIRED
+                && crate::sched::timers::clock_ns() >= t.when
+                && self.fire_timer(t);
+        }
+        false
+    }
+
+    /// Fire `t` (see `ChanTimer`): send its value, release its sender count.
+    /// Whether this call owned the firing.
+    #[cfg(not(loom))]
+    #[cold]
+    fn fire_timer(&self, t: &ChanTimer<T>) -> bool {
+        if t.state.swap(TIMER_FIRED, AcqRel) == TIMER_FIRED {
+            return false;
+        }
+        let mut v = Some((t.value)(t.when));
+        if let Some(ring) = &self.ring {
+            // Full (the user sent on it) or closed (the user closed it):
+            // dropped, as Go's `sendTime` drops it.
+            let _ = self.ring_send(ring, &mut v);
+        }
+        self.release_timer_sender();
+        true
+    }
+
+    /// Whether the last handle may drop without `disconnect`: nobody is left
+    /// to tell (see `drop_handle` in `mod.rs`), and no heap entry of a
+    /// timer channel's needs stopping (one that is `HEAPED` holds a `Weak`
+    /// of the channel until its deadline).
+    #[inline]
+    pub(super) fn nothing_to_stop(&self) -> bool {
+        #[cfg(not(loom))]
+        if let Some(t) = &self.timer {
+            return t.state.load(Acquire) != TIMER_HEAPED;
+        }
+        true
+    }
+
+    /// The timer's count in `senders` (see `ChanTimer`) goes.
+    #[cfg(not(loom))]
+    fn release_timer_sender(&self) {
+        if self.senders.fetch_sub(1, AcqRel) == 1 {
+            self.disconnect(true);
+        }
+    }
+
+    /// Under the lock, a receiver about to park: put a timer channel's timer
+    /// on a heap if it is on none yet (see `ChanTimer`).
+    #[inline]
+    fn heap_timer(&self, s: &mut State<T>) {
+        #[cfg(not(loom))]
+        if let Some(t) = &self.timer {
+            if t.state.load(Acquire) == TIMER_IDLE
+                && t.state
+                    .compare_exchange(TIMER_IDLE, TIMER_HEAPED, AcqRel, Acquire)
+                    .is_ok()
+            {
+                let entry = (t.arm)(&t.chan);
+                s.timer = Some(entry.clone());
+                crate::sched::timers::add_timer(t.when, entry);
+            }
+        }
+        #[cfg(loom)]
+        let _ = s;
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, State<T>> {
@@ -449,6 +640,7 @@ impl<T> Inner<T> {
 
     /// Values buffered now.
     pub(super) fn len(&self) -> usize {
+        self.fire_timer_if_due();
         match &self.ring {
             Some(r) => r.len() + self.spilled.load(Acquire),
             None => self.lock().buf.len(),
@@ -580,6 +772,10 @@ impl<T> Inner<T> {
             return Ok(());
         }
         if self.pop_spilled(out) {
+            return Ok(());
+        }
+        if self.fire_timer_if_due() && ring.pop_into(out) {
+            self.after_pop(ring);
             return Ok(());
         }
         if ring.is_marked() {
@@ -809,6 +1005,7 @@ impl<T> Inner<T> {
                     self.publish(s);
                     return false;
                 }
+                self.heap_timer(s);
                 true
             }
         }
@@ -971,15 +1168,18 @@ impl<T> Inner<T> {
         if let Some(t) = timer {
             t.stop();
         }
+        #[cfg(not(loom))]
+        if !side_senders {
+            if let Some(t) = &self.timer {
+                // It will never fire: its sender count goes too.
+                if t.state.swap(TIMER_FIRED, AcqRel) != TIMER_FIRED {
+                    self.release_timer_sender();
+                }
+            }
+        }
         for w in woken {
             w.wake();
         }
-    }
-
-    /// Make this a timer channel: `entry` is stopped when the last handle able
-    /// to receive is dropped (see `State::timer`).
-    pub(crate) fn attach_timer(&self, entry: std::sync::Arc<TimerEntry>) {
-        self.lock().timer = Some(entry);
     }
 }
 

@@ -187,8 +187,18 @@ pub fn chan<T>(cap: usize) -> Chan<T> {
 /// ```
 pub fn try_chan<T>(cap: usize) -> Result<Chan<T>, CapacityError> {
     Ok(Chan {
-        inner: Arc::new(Inner::try_new(cap)?),
+        inner: Inner::try_new_arc(cap)?,
     })
+}
+
+/// A timer channel (cap 1) that receives `value(when)` once the runtime
+/// clock reaches `when` (ns): `time::after`. Its timer goes on a heap only
+/// when a receiver parks (`core::ChanTimer`).
+#[cfg(not(loom))]
+pub(crate) fn timer_chan<T: Send + 'static>(when: u64, value: fn(u64) -> T) -> Chan<T> {
+    Chan {
+        inner: Inner::new_timer(when, value),
+    }
 }
 
 macro_rules! common_methods {
@@ -230,6 +240,8 @@ macro_rules! common_methods {
         /// assert!(tx.try_send(1).is_err());
         /// ```
         pub fn is_closed(&self) -> bool {
+            // A timer channel's timer may be due: then it sends and lets go.
+            self.inner.fire_timer_if_due();
             self.inner.lock().closed
                 || self
                     .inner
@@ -562,18 +574,12 @@ impl<T> Chan<T> {
     recv_methods!();
 
     /// A new sending handle on this channel (as `split`, without consuming
-    /// `self`): the timer entries of `time::after` hold one.
+    /// `self`).
     pub(crate) fn new_sender(&self) -> Sender<T> {
         self.inner.senders.fetch_add(1, Relaxed);
         Sender {
             inner: self.inner.clone(),
         }
-    }
-
-    /// Make this a timer channel: `entry` (which sends on it) is stopped, and
-    /// so freed, as soon as no handle able to receive is left.
-    pub(crate) fn attach_timer(&self, entry: std::sync::Arc<crate::sched::timers::TimerEntry>) {
-        self.inner.attach_timer(entry);
     }
 
     /// Directional views of this channel (the `Chan` itself is consumed).
@@ -647,8 +653,24 @@ fn drop_receiver<T>(inner: &Inner<T>) {
     }
 }
 
+/// The last reference to the channel is going: nobody is left to see it
+/// disconnect. Every handle holds one reference, and so does nothing else
+/// but a `HEAPED` timer's heap entry, which holds a `Weak` (see
+/// `core::ChanTimer`) — so a strong count of one means no other handle
+/// exists, none can be made (cloning takes a handle), and no operation can
+/// be parked (a parked operation borrows a handle). Skipping the two
+/// `disconnect`s (each a lock round trip) halves the cost of dropping a
+/// short-lived channel (`time::after` in a `select!` loop, a reply channel).
+#[inline]
+fn drop_quietly<T>(inner: &Arc<Inner<T>>) -> bool {
+    Arc::strong_count(inner) == 1 && inner.nothing_to_stop()
+}
+
 impl<T> Drop for Chan<T> {
     fn drop(&mut self) {
+        if drop_quietly(&self.inner) {
+            return;
+        }
         drop_sender(&self.inner);
         drop_receiver(&self.inner);
     }
@@ -656,12 +678,18 @@ impl<T> Drop for Chan<T> {
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
+        if drop_quietly(&self.inner) {
+            return;
+        }
         drop_sender(&self.inner);
     }
 }
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
+        if drop_quietly(&self.inner) {
+            return;
+        }
         drop_receiver(&self.inner);
     }
 }

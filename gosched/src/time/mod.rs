@@ -12,7 +12,7 @@ mod timer;
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::sched::timers::{add_timer, clock_now, deadline_after, instant_to_ns, TimerEntry};
+use crate::sched::timers::{clock_now, deadline_after, instant_to_ns, ns_to_instant};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -182,11 +182,17 @@ impl<F: Future> Future for Timeout<F> {
 }
 
 /// A channel that receives the time once, after `d` (Go's `time.After`).
+/// The value is the instant the timer was due, `now() + d` (Go sends the
+/// same: the time it fired less its lateness).
 ///
-/// The timer is an entry of the runtime's timer heap, not a task: it does not
-/// count in [`num_goroutine`](crate::runtime::num_goroutine), and once every
-/// handle able to receive from the channel is dropped it is stopped and freed
-/// at once (Go 1.23), long before `d` passes.
+/// The timer is not a task: it does not count in
+/// [`num_goroutine`](crate::runtime::num_goroutine). As in Go 1.23, it goes
+/// on the runtime's timer heap only once a receiver waits on the channel;
+/// until then a receive (`try_recv`, `len`, a `select!` arm, …) checks the
+/// deadline itself. So an `after` dropped unreceived — most of those in a
+/// `select!` loop — costs a channel and nothing else, and once every handle
+/// able to receive is dropped the timer is stopped and freed at once, long
+/// before `d` passes.
 ///
 /// ```
 /// use std::time::Duration;
@@ -205,26 +211,12 @@ impl<F: Future> Future for Timeout<F> {
 /// });
 /// ```
 pub fn after(d: Duration) -> crate::Chan<Instant> {
-    let ch = crate::chan(1);
     if d.is_zero() {
+        let ch = crate::chan(1);
         let _ = ch.try_send(clock_now());
         return ch;
     }
-    let when = instant_to_ns(deadline_after(d));
-    let mut tx = Some(ch.new_sender());
-    let entry = TimerEntry::call(
-        move || {
-            // Room is certain (cap 1, nothing else sends); closed: the user
-            // closed it, nothing to deliver.
-            if let Some(tx) = tx.take() {
-                let _ = tx.try_send(clock_now());
-            }
-        },
-        None,
-    );
-    ch.attach_timer(entry.clone());
-    add_timer(when, entry);
-    ch
+    crate::chan::timer_chan(instant_to_ns(deadline_after(d)), ns_to_instant)
 }
 
 /// A [`Ticker`] that delivers the time every `period` (Go's `time.NewTicker`;
