@@ -106,17 +106,8 @@ pub(crate) struct Header {
     /// Owned-list links, guarded by the owned-list shard lock.
     pub(crate) owned_prev: UnsafeCell<Option<NonNull<Header>>>,
     pub(crate) owned_next: UnsafeCell<Option<NonNull<Header>>>,
-    pub(crate) owned_linked: UnsafeCell<bool>,
     join_waker: UnsafeCell<Option<Waker>>,
-    /// A goroutine that stays on the M (OS thread) where it first runs (the
-    /// thread rule, `machine.rs`). Fixed at spawn.
-    pinned: bool,
-    /// A goroutine (not an async task), and where it was spawned: for the
-    /// goroutine dump (`sched/wait.rs`). Fixed at spawn.
-    pub(crate) goroutine: bool,
-    /// A named goroutine: its name is in the scheduler's name table
-    /// (`Shared::names`) until it completes. Fixed at spawn.
-    pub(crate) named: bool,
+    /// Where it was spawned: for the goroutine dump (`sched/wait.rs`).
     pub(crate) site: &'static std::panic::Location<'static>,
     /// The M it is pinned to, once it has started (`None` before its first run,
     /// and always for async tasks and migratable goroutines). Written once, by
@@ -131,6 +122,17 @@ pub(crate) struct Header {
     /// starts it. Same access rule as `home` (the run-queue reference's
     /// holder, before the first run).
     bounced: UnsafeCell<u8>,
+    // The byte-sized fields last, together: scattered between the words
+    // they padded the header from 96 to 104 bytes.
+    pub(crate) owned_linked: UnsafeCell<bool>,
+    /// A goroutine that stays on the M (OS thread) where it first runs (the
+    /// thread rule, `machine.rs`). Fixed at spawn.
+    pinned: bool,
+    /// A goroutine (not an async task). Fixed at spawn.
+    pub(crate) goroutine: bool,
+    /// A named goroutine: its name is in the scheduler's name table
+    /// (`Shared::names`) until it completes. Fixed at spawn.
+    pub(crate) named: bool,
 }
 
 impl Header {
