@@ -152,3 +152,68 @@ fn heap_and_receive_firing_race_without_loss_or_double() {
         assert_eq!(got.load(SeqCst), round + 1, "round {round}");
     }
 }
+
+/// The timer runs on the clock it was made on, whoever waits: an `after` of
+/// a virtual runtime received by a plain thread arrives when the virtual
+/// clock jumps (its entry goes on that runtime's heap, not on the real-time
+/// heap of the thread's global runtime, an hour of real time away).
+#[test]
+fn a_virtual_after_received_by_a_plain_thread_follows_the_virtual_clock() {
+    let got = run_virtual(|| {
+        let t0 = now();
+        let ch = after(HOUR);
+        let done = gosched::chan(1);
+        let d = done.clone();
+        std::thread::spawn(move || {
+            let _ = d.send(ch.recv());
+        });
+        (done.recv().unwrap(), t0)
+    });
+    assert_eq!(got.0, Some(got.1 + HOUR));
+}
+
+/// ... and a plain thread's receive compares the deadline with that clock,
+/// not its own: the virtual clock stands still while a goroutine runs.
+#[test]
+fn a_plain_thread_does_not_fire_a_virtual_after_early() {
+    run_virtual(|| {
+        let ch = after(Duration::from_millis(1));
+        // Real time passes; the virtual clock does not (this goroutine runs).
+        std::thread::sleep(Duration::from_millis(20));
+        let c = ch.clone();
+        let r = std::thread::spawn(move || c.try_recv()).join().unwrap();
+        assert_eq!(r, Err(TryRecvError::Empty), "virtual 1 ms has not passed");
+    });
+}
+
+/// A timer whose heap went away unrun (the runtime of the receiver that put
+/// it there shut down) is put on a heap again by the next receiver.
+#[test]
+fn a_timer_cleared_with_its_runtime_is_heaped_again() {
+    let ch = after(Duration::from_millis(500)); // a plain thread: real clock
+    {
+        let rt = common::rt(2);
+        let (c, stop) = (ch.clone(), gosched::chan::<()>(0));
+        let s = stop.clone();
+        let h = rt.go(move || {
+            gosched::select! {
+                recv(c) -> _v => panic!("fired before the runtime went"),
+                recv(s) -> _v => {},
+            }
+        });
+        // Until the select has put the timer on one of rt's heaps.
+        let mut spins = 0;
+        while rt.stats().timers == 0 {
+            spins += 1;
+            assert!(spins < 1_000_000, "the select never parked");
+            std::thread::yield_now();
+        }
+        stop.close().unwrap();
+        rt.block_on(h).unwrap();
+        drop(rt); // its heaps are cleared, the entry with them
+    }
+    assert!(
+        ch.recv_timeout(Duration::from_secs(10)).is_ok(),
+        "the timer never fired for a receiver parked after the clear"
+    );
+}

@@ -360,11 +360,13 @@ pub(super) struct State<T> {
     pub(super) recvq: WaitQueue<T>,
     pub(super) sendq: WaitQueue<T>,
     /// A timer channel (`time::after`) whose timer a parked receiver put on a
-    /// heap (`Inner::timer`): that heap entry. It is stopped when the last
-    /// handle able to receive is dropped, so an unreferenced timer is freed
-    /// at once (Go 1.23) instead of living until it fires. Taken under the
-    /// lock, stopped after it is released.
-    pub(super) timer: Option<std::sync::Arc<TimerEntry>>,
+    /// heap (`Inner::timer`): that heap entry, weakly (the heap owns it: if
+    /// the heap drops it unrun, its closure's drop must run, see
+    /// `ChanTimer`). It is stopped when the last handle able to receive is
+    /// dropped, so an unreferenced timer is freed at once (Go 1.23) instead
+    /// of living until it fires. Taken under the lock, stopped after it is
+    /// released.
+    pub(super) timer: Option<std::sync::Weak<TimerEntry>>,
 }
 
 pub(super) struct Inner<T> {
@@ -410,12 +412,18 @@ const TIMER_FIRED: u8 = 2;
 /// touches a heap or a lock (T1: most `after`s in a `select!` loop are
 /// dropped unreceived), and one that is waited on costs what it cost before.
 ///
-/// Protocol. `state` goes `IDLE → HEAPED → FIRED` or `IDLE → FIRED`:
-/// - `IDLE → HEAPED`: `park_recv`, under the channel lock, once its waiter is
-///   queued: the heap entry (`arm`, holding a `Weak` of the channel) goes
-///   into `State::timer` and onto the parker's timer heap. A receiver that
-///   parks has therefore always either seen the deadline unpassed with an
-///   entry on a heap, or fired the timer itself — no wake-up is lost.
+/// Protocol. `state` goes `IDLE → HEAPED → FIRED` or `IDLE → FIRED`, and
+/// `HEAPED → IDLE` when a heap drops the entry unrun:
+/// - `IDLE → HEAPED`: a receive about to park (`heap_timer`, before it takes
+///   the channel lock: adding to a heap may start an M) wins a CAS and puts
+///   the entry (`arm`, holding a `Weak` of the channel) on a heap running on
+///   the timer's clock (`DeadlineClock`: the real one, or the virtual
+///   runtime that made it — not the parker's), then records it in
+///   `State::timer` under the lock. If the deadline has come already it
+///   fires the timer instead. Then it parks by the ring's Dekker protocol:
+///   a value the entry sends from then on is either seen by the park's
+///   re-check or serves the parked waiter. So a parked receiver's timer is
+///   on a heap, or has fired — no wake-up is lost.
 /// - `→ FIRED` by `swap`: whoever swaps first (a heap entry's run, a
 ///   receive that found it due, the last receiver's drop) owns the firing;
 ///   every later one does nothing. Firing sends `value(when)` as a
@@ -423,6 +431,11 @@ const TIMER_FIRED: u8 = 2;
 ///   `sendTime` does) and then releases the timer's own count in `senders`.
 ///   The count keeps the channel open while the timer may still send, as a
 ///   `Sender` handle would: `let (_, rx) = after(d).split()` still receives.
+/// - `HEAPED → IDLE`: the entry's closure was dropped without firing (its
+///   runtime shut down and cleared the heap; or `stop`, when the last
+///   receiver went). Its drop guard (`Unheap`) puts the timer back to IDLE
+///   and completes the parked receivers NOTIFIED, so they look again and
+///   the next one to park heaps it anew on a live heap.
 #[cfg(not(loom))]
 pub(crate) struct ChanTimer<T> {
     /// The deadline, ns on the creator's runtime clock (`clock_ns`).
@@ -431,6 +444,8 @@ pub(crate) struct ChanTimer<T> {
     /// The value a firing sends (`after`: the deadline as an `Instant`, as
     /// Go's `sendTime` sends `Now() - lateness`).
     value: fn(u64) -> T,
+    /// The clock `when` is on, and the heaps that run on it.
+    clock: crate::sched::timers::DeadlineClock,
     /// Builds the heap entry that fires the timer.
     arm: fn(&std::sync::Weak<Inner<T>>) -> std::sync::Arc<TimerEntry>,
     /// The channel itself, for the heap entry (weak: the heap must not keep
@@ -443,10 +458,10 @@ pub(crate) struct ChanTimer<T> {
 fn arm_chan_timer<T: Send + 'static>(
     chan: &std::sync::Weak<Inner<T>>,
 ) -> std::sync::Arc<TimerEntry> {
-    let chan = chan.clone();
+    let guard = Unheap(chan.clone());
     TimerEntry::call(
         move || {
-            if let Some(inner) = chan.upgrade() {
+            if let Some(inner) = guard.0.upgrade() {
                 if let Some(t) = &inner.timer {
                     inner.fire_timer(t);
                 }
@@ -454,6 +469,28 @@ fn arm_chan_timer<T: Send + 'static>(
         },
         None,
     )
+}
+
+/// Held by a timer channel's heap entry (its closure): dropped unfired, it
+/// takes the timer off the heaps (see `ChanTimer`, `HEAPED → IDLE`).
+#[cfg(not(loom))]
+struct Unheap<T>(std::sync::Weak<Inner<T>>);
+
+#[cfg(not(loom))]
+impl<T> Drop for Unheap<T> {
+    fn drop(&mut self) {
+        let Some(inner) = self.0.upgrade() else {
+            return;
+        };
+        if let Some(t) = &inner.timer {
+            if t.state
+                .compare_exchange(TIMER_HEAPED, TIMER_IDLE, AcqRel, Acquire)
+                .is_ok()
+            {
+                inner.notify_receivers();
+            }
+        }
+    }
 }
 
 /// The completing side's half of the Dekker pair (see the protocol). The ring
@@ -538,16 +575,21 @@ impl<T> Inner<T> {
     /// A timer channel (cap 1) whose timer sends `value(when)` once the
     /// runtime clock reaches `when` (ns): see `ChanTimer`.
     #[cfg(not(loom))]
-    pub(super) fn new_timer(when: u64, value: fn(u64) -> T) -> Arc<Self>
+    pub(super) fn new_timer(
+        when: u64,
+        clock: crate::sched::timers::DeadlineClock,
+        value: fn(u64) -> T,
+    ) -> Arc<Self>
     where
         T: Send + 'static,
     {
         let ring = Ring::new(1).expect("a ring of one slot");
-        let timer = |chan: &std::sync::Weak<Inner<T>>| {
+        let timer = move |chan: &std::sync::Weak<Inner<T>>| {
             Box::new(ChanTimer {
                 when,
                 state: AtomicU8::new(TIMER_IDLE),
                 value,
+                clock,
                 arm: arm_chan_timer::<T>,
                 chan: chan.clone(),
             })
@@ -569,7 +611,7 @@ impl<T> Inner<T> {
         #[cfg(not(loom))]
         if let Some(t) = &self.timer {
             return t.state.load(Acquire) != TIMER_FIRED
-                && crate::sched::timers::clock_ns() >= t.when
+                && t.clock.reached(t.when)
                 && self.fire_timer(t);
         }
         false
@@ -614,28 +656,64 @@ impl<T> Inner<T> {
         }
     }
 
-    /// Under the lock, a receiver about to park: put a timer channel's timer
-    /// on a heap if it is on none yet (see `ChanTimer`).
-    #[inline]
-    fn heap_timer(&self, s: &mut State<T>) {
-        #[cfg(not(loom))]
-        if let Some(t) = &self.timer {
-            if t.state.load(Acquire) == TIMER_IDLE
-                && t.state
-                    .compare_exchange(TIMER_IDLE, TIMER_HEAPED, AcqRel, Acquire)
-                    .is_ok()
-            {
-                let entry = (t.arm)(&t.chan);
-                s.timer = Some(entry.clone());
-                crate::sched::timers::add_timer(t.when, entry);
-            }
-        }
-        #[cfg(loom)]
-        let _ = s;
-    }
-
     pub(super) fn lock(&self) -> MutexGuard<'_, State<T>> {
         lock(&self.state)
+    }
+
+    /// A receive about to park (before it takes the channel lock): put a
+    /// timer channel's timer on a heap if it is on none yet, or fire it if
+    /// it is due (see `ChanTimer`). The entry, to record in `State::timer`
+    /// under the lock.
+    #[inline]
+    pub(super) fn heap_timer(&self) -> Option<std::sync::Weak<TimerEntry>> {
+        #[cfg(not(loom))]
+        if let Some(t) = &self.timer {
+            if t.state.load(Acquire) == TIMER_IDLE {
+                return self.heap_timer_slow(t);
+            }
+        }
+        None
+    }
+
+    #[cfg(not(loom))]
+    #[cold]
+    fn heap_timer_slow(&self, t: &ChanTimer<T>) -> Option<std::sync::Weak<TimerEntry>> {
+        if t.clock.reached(t.when) {
+            self.fire_timer(t);
+            return None;
+        }
+        t.state
+            .compare_exchange(TIMER_IDLE, TIMER_HEAPED, AcqRel, Acquire)
+            .ok()?;
+        let entry = (t.arm)(&t.chan);
+        let weak = std::sync::Arc::downgrade(&entry);
+        if !t.clock.add(t.when, entry) {
+            // Its virtual runtime is gone (the entry dropped unrun has put
+            // the timer back to IDLE): nothing will move that clock again.
+            self.fire_timer(t);
+            return None;
+        }
+        Some(weak)
+    }
+
+    /// Complete every parked receiver NOTIFIED: look again (a timer
+    /// channel's timer came off its heap unfired, `Unheap`).
+    #[cfg(not(loom))]
+    #[cold]
+    fn notify_receivers(&self) {
+        let woken = {
+            let mut s = self.lock();
+            let mut woken = Vec::new();
+            while let Some(w) = Self::claim_receiver(&mut s) {
+                w.complete(NOTIFIED);
+                woken.push(w);
+            }
+            self.publish(&s);
+            woken
+        };
+        for w in woken {
+            w.wake();
+        }
     }
 
     /// Values buffered now.
@@ -1005,7 +1083,6 @@ impl<T> Inner<T> {
                     self.publish(s);
                     return false;
                 }
-                self.heap_timer(s);
                 true
             }
         }
@@ -1165,7 +1242,7 @@ impl<T> Inner<T> {
             let timer = if side_senders { None } else { s.timer.take() };
             (self.fail_all(&mut s, side_senders, !side_senders), timer)
         };
-        if let Some(t) = timer {
+        if let Some(t) = timer.and_then(|t| t.upgrade()) {
             t.stop();
         }
         #[cfg(not(loom))]
@@ -1425,7 +1502,11 @@ pub(super) fn poll_recv<T>(
                 Err(false) => {}
             }
         }
+        let heaped = inner.heap_timer();
         let mut s = inner.lock();
+        if heaped.is_some() {
+            s.timer = heaped;
+        }
         if inner.ring.is_none() {
             // One critical section: complete now, or park.
             match inner.recv_locked(&mut s, out) {

@@ -191,13 +191,17 @@ pub fn try_chan<T>(cap: usize) -> Result<Chan<T>, CapacityError> {
     })
 }
 
-/// A timer channel (cap 1) that receives `value(when)` once the runtime
-/// clock reaches `when` (ns): `time::after`. Its timer goes on a heap only
+/// A timer channel (cap 1) that receives `value(when)` once `clock`
+/// reaches `when` (ns): `time::after`. Its timer goes on a heap only
 /// when a receiver parks (`core::ChanTimer`).
 #[cfg(not(loom))]
-pub(crate) fn timer_chan<T: Send + 'static>(when: u64, value: fn(u64) -> T) -> Chan<T> {
+pub(crate) fn timer_chan<T: Send + 'static>(
+    when: u64,
+    clock: crate::sched::timers::DeadlineClock,
+    value: fn(u64) -> T,
+) -> Chan<T> {
     Chan {
-        inner: Inner::new_timer(when, value),
+        inner: Inner::new_timer(when, clock, value),
     }
 }
 
@@ -654,16 +658,25 @@ fn drop_receiver<T>(inner: &Inner<T>) {
 }
 
 /// The last reference to the channel is going: nobody is left to see it
-/// disconnect. Every handle holds one reference, and so does nothing else
-/// but a `HEAPED` timer's heap entry, which holds a `Weak` (see
-/// `core::ChanTimer`) — so a strong count of one means no other handle
-/// exists, none can be made (cloning takes a handle), and no operation can
-/// be parked (a parked operation borrows a handle). Skipping the two
-/// `disconnect`s (each a lock round trip) halves the cost of dropping a
-/// short-lived channel (`time::after` in a `select!` loop, a reply channel).
+/// disconnect. Every handle holds one reference, and nothing else holds
+/// one but a timer channel's heap entry, for the moment it runs (it holds a
+/// `Weak`, see `core::ChanTimer`, and only while the timer is `HEAPED`,
+/// when this returns false, or after it fired) — so a strong count of one
+/// means no other handle exists, none can be made (cloning takes a handle),
+/// and no operation can be parked (a parked operation borrows a handle).
+/// Skipping the two `disconnect`s (each a lock round trip) halves the cost
+/// of dropping a short-lived channel (`time::after` in a `select!` loop, a
+/// reply channel).
 #[inline]
 fn drop_quietly<T>(inner: &Arc<Inner<T>>) -> bool {
-    Arc::strong_count(inner) == 1 && inner.nothing_to_stop()
+    if Arc::strong_count(inner) != 1 {
+        return false;
+    }
+    // `strong_count` is a relaxed load: synchronise with the other handles'
+    // releases (as `Arc`'s own drop does) before reading what they did,
+    // such as a receive that put the timer on a heap.
+    crate::loom::sync::atomic::fence(Acquire);
+    inner.nothing_to_stop()
 }
 
 impl<T> Drop for Chan<T> {

@@ -216,7 +216,8 @@ pub fn after(d: Duration) -> crate::Chan<Instant> {
         let _ = ch.try_send(clock_now());
         return ch;
     }
-    crate::chan::timer_chan(instant_to_ns(deadline_after(d)), ns_to_instant)
+    let clock = crate::sched::timers::DeadlineClock::current();
+    crate::chan::timer_chan(instant_to_ns(deadline_after(d)), clock, ns_to_instant)
 }
 
 /// A [`Ticker`] that delivers the time every `period` (Go's `time.NewTicker`;

@@ -11,9 +11,10 @@
 //!
 //! A timer entry is shared by the heap and its owner, and has a *target*: a
 //! `Waker` (the `Sleep` future) or a closure called by whoever runs the timer
-//! (the channel timers of `time`: `after`, `tick`, `Timer`, `after_func` — heap
-//! entries, not tasks; a closure sends on a cap-1 channel or starts a
-//! goroutine, and never blocks). Its `state`:
+//! (the channel timers of `time`: `tick`, `Timer`, `after_func`, and `after`
+//! once a receiver waits on it (`chan::core::ChanTimer`) — heap entries, not
+//! tasks; a closure sends on a cap-1 channel or starts a goroutine, and never
+//! blocks). Its `state`:
 //! - `ARMED → FIRED`: a waker entry run (the waker is taken and called);
 //! - `ARMED → RUNNING → FIRED`: a one-shot closure entry run; the runner takes
 //!   the closure out under the entry lock and calls it with no lock held (the
@@ -476,6 +477,67 @@ impl Timers {
     }
 }
 
+/// The clock a timer channel's deadline is on (`chan::core::ChanTimer`):
+/// the real one, or the virtual clock of the runtime whose code made it.
+/// A timer channel goes on a heap only when a receiver parks, and that
+/// receiver may be on another runtime or a plain thread: its deadline must
+/// still be compared with, and its entry run on, the clock it was made on.
+#[cfg(not(loom))]
+pub(crate) struct DeadlineClock(Option<Weak<Shared>>);
+
+#[cfg(not(loom))]
+impl DeadlineClock {
+    /// The calling code's clock (`clock_ns`'s): a virtual-time runtime's,
+    /// else the real one. Costs one relaxed load when no virtual runtime
+    /// exists in the process.
+    pub(crate) fn current() -> Self {
+        if !super::vtime::any() {
+            return DeadlineClock(None);
+        }
+        let is_virtual = super::context::with_current_opt(|s| s.virtual_clock.is_some());
+        if is_virtual != Some(true) {
+            return DeadlineClock(None);
+        }
+        DeadlineClock(Some(super::context::with_current(Arc::downgrade)))
+    }
+
+    /// Whether `when` (ns) has come on this clock. A virtual runtime that is
+    /// gone counts as past every deadline: nothing will move its clock any
+    /// more, and a receiver waiting on it would wait for ever.
+    pub(crate) fn reached(&self, when: u64) -> bool {
+        match &self.0 {
+            None => now_ns() >= when,
+            Some(rt) => rt.upgrade().is_none_or(|s| {
+                s.virtual_clock
+                    .as_ref()
+                    .is_none_or(|vc| vc.now_ns() >= when)
+            }),
+        }
+    }
+
+    /// Put `entry` on a heap that runs on this clock: the calling code's
+    /// (real time), or the virtual runtime's global heap, whose timers move
+    /// its clock. `false`: that virtual runtime is gone (the deadline has
+    /// `reached`).
+    pub(crate) fn add(&self, when: u64, entry: Arc<TimerEntry>) -> bool {
+        match &self.0 {
+            None => {
+                add_timer(when, entry);
+                true
+            }
+            Some(rt) => match rt.upgrade() {
+                Some(shared) => {
+                    if shared.global_timers.add(when, entry) {
+                        shared.timer_added(when);
+                    }
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+}
+
 /// Arm a timer on the current P (or the global heap when P-less).
 pub(crate) fn add_timer(when: u64, entry: Arc<TimerEntry>) {
     with_current_and_p(|shared, p| {
@@ -661,7 +723,8 @@ impl Drop for Sleep {
 mod loom_tests {
     //! A closure entry stopped while an M runs it: the closure is never started
     //! after `stop` returns, a periodic entry is not re-armed once stopped, and
-    //! the closure (which holds a channel handle in `time::after`) is dropped
+    //! the closure (which holds a channel handle in `Timer`, and the drop
+    //! guard of a timer channel in `time::after`) is dropped
     //! exactly once — by `stop` or by the runner, never by neither.
     use super::*;
     use loom::sync::atomic::AtomicUsize;
