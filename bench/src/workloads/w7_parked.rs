@@ -13,8 +13,8 @@
 //!   last one signals "done"; the check is that all `n` finished.
 //!
 //! Parking: gosched goroutines `gosched::block_on(rx)` and gosched async
-//! tasks `rx.await` on a `futures_channel::oneshot` (gosched has no channels
-//! yet), tokio tasks `rx.await` on a `tokio::sync::oneshot`, smol tasks
+//! tasks `rx.await` on a `futures_channel::oneshot` (the same channel as the
+//! smol row's), tokio tasks `rx.await` on a `tokio::sync::oneshot`, smol tasks
 //! `rx.await` on a `futures_channel::oneshot` (smol has no oneshot; the same
 //! channel as gosched's async row), may coroutines
 //! `rx.recv()` on a `may::sync::mpsc` channel, Go `<-ch` on a `chan struct{}`.
