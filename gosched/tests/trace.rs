@@ -265,18 +265,24 @@ fn a_steal_shows_on_the_thief() {
     let _s = serial();
     let rt = common::rt(2);
     // Work queued behind a busy P is stolen by the other M (retried: the
-    // other M may also be woken late enough to find nothing).
+    // other M may also be woken late enough to find nothing). The tasks are
+    // spawned by a task on an M, so they queue on its P (from a plain
+    // thread they went to the global queue, which both Ms drain in batches
+    // without stealing: 6 runs without a steal, once in a CI run), and the
+    // spawner then keeps its P busy for 2 ms, so the queue drains by steals.
     for attempt in 0.. {
         let path = tmp("steal");
         trace_start(&path).unwrap();
-        rt.block_on(async {
+        rt.block_on(rt.spawn(async {
             let hs: Vec<_> = (0..64)
                 .map(|_| gosched::spawn(async { busy(100) }))
                 .collect();
+            busy(2_000);
             for h in hs {
                 h.await.unwrap();
             }
-        });
+        }))
+        .unwrap();
         trace_stop().unwrap();
         let t = load(&path);
         t.check_well_formed();
