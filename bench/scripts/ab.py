@@ -6,7 +6,8 @@ usage: ab.py BIN_A BIN_B [--reps N] [--procs P] [--rows w1:gosched-go,...] [--so
 Runs `BIN run <workload> <impl> <procs> <size>` alternately A, B, A, B, ... N times per
 row (each run its own process), and prints the median of each side, the ratio B/A, and
 the min/max, as a markdown table; `--sorted` also prints every run of each side,
-sorted (for bimodal rows, compare the modes, not only the medians). Interleaving makes slow drifts of the machine hit both
+sorted (for bimodal rows, compare the modes, not only the medians). W12 rows also get a
+line with each side's median round-trip p99. Interleaving makes slow drifts of the machine hit both
 sides alike; compare only rows measured in the same invocation.
 """
 import json, statistics, subprocess, sys
@@ -54,6 +55,7 @@ def main():
     for w, imp in rows:
         size = SIZES[w]
         res = {a: [], b: []}
+        p99 = {a: [], b: []}  # W12: each run's round-trip p99 (µs)
         for _ in range(reps):
             for binary in (a, b):
                 out = subprocess.run([binary, "run", w, imp, str(procs), str(size)],
@@ -62,7 +64,10 @@ def main():
                 if not line:
                     print(f"{w} {imp} {binary}: no result: {out.stderr[-300:]}", file=sys.stderr)
                     continue
-                res[binary].append(json.loads(line[-1])["elapsed_ns"])
+                d = json.loads(line[-1])
+                res[binary].append(d["elapsed_ns"])
+                if w == "w12":
+                    p99[binary].append(d["x1"] / 1000)
                 # (runs alternate A, B within each repetition)
         ma, mb = statistics.median(res[a]), statistics.median(res[b])
         va, u = unit(w, size, ma)
@@ -71,6 +76,10 @@ def main():
         lo_b, hi_b = unit(w, size, min(res[b]))[0], unit(w, size, max(res[b]))[0]
         print(f"| {w} {imp} ({u}) | {va:.1f} | {vb:.1f} | {mb / ma:.2f}× | {lo_a:.1f}–{hi_a:.1f} | {lo_b:.1f}–{hi_b:.1f} |",
               flush=True)
+        if w == "w12" and p99[a] and p99[b]:
+            pa, pb = statistics.median(p99[a]), statistics.median(p99[b])
+            print(f"| {w} {imp} (p99 µs) | {pa:.0f} | {pb:.0f} | {pb / pa:.2f}× | {min(p99[a]):.0f}–{max(p99[a]):.0f} | {min(p99[b]):.0f}–{max(p99[b]):.0f} |",
+                  flush=True)
         if show:
             for name, side in (("A", a), ("B", b)):
                 runs = " ".join(f"{unit(w, size, x)[0]:.1f}" for x in sorted(res[side]))
