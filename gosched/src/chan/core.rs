@@ -438,7 +438,7 @@ const TIMER_FIRED: u8 = 2;
 ///   the next one to park heaps it anew on a live heap.
 #[cfg(not(loom))]
 pub(crate) struct ChanTimer<T> {
-    /// The deadline, ns on the creator's runtime clock (`clock_ns`).
+    /// The deadline, ns on `clock`.
     when: u64,
     state: AtomicU8,
     /// The value a firing sends (`after`: the deadline as an `Instant`, as
@@ -572,8 +572,8 @@ impl<T> Inner<T> {
         }
     }
 
-    /// A timer channel (cap 1) whose timer sends `value(when)` once the
-    /// runtime clock reaches `when` (ns): see `ChanTimer`.
+    /// A timer channel (cap 1) whose timer sends `value(when)` once `clock`
+    /// reaches `when` (ns): see `ChanTimer`.
     #[cfg(not(loom))]
     pub(super) fn new_timer(
         when: u64,
@@ -584,22 +584,19 @@ impl<T> Inner<T> {
         T: Send + 'static,
     {
         let ring = Ring::new(1).expect("a ring of one slot");
-        let timer = move |chan: &std::sync::Weak<Inner<T>>| {
-            Box::new(ChanTimer {
+        // One struct expression, so that the channel is built in place (see
+        // `try_new_arc`).
+        Arc::new_cyclic(|chan| Inner {
+            // The `Chan` handle, and the timer until it fires.
+            senders: AtomicUsize::new(2),
+            timer: Some(Box::new(ChanTimer {
                 when,
                 state: AtomicU8::new(TIMER_IDLE),
                 value,
                 clock,
                 arm: arm_chan_timer::<T>,
                 chan: chan.clone(),
-            })
-        };
-        // One struct expression, so that the channel is built in place (see
-        // `try_new_arc`).
-        Arc::new_cyclic(|chan| Inner {
-            // The `Chan` handle, and the timer until it fires.
-            senders: AtomicUsize::new(2),
-            timer: Some(timer(chan)),
+            })),
             ..Inner::with_ring(Some(ring), 1)
         })
     }
@@ -622,7 +619,7 @@ impl<T> Inner<T> {
     #[cfg(not(loom))]
     #[cold]
     fn fire_timer(&self, t: &ChanTimer<T>) -> bool {
-        if t.state.swap(TIMER_FIRED, AcqRel) == TIMER_FIRED {
+        if !Self::claim_timer(t) {
             return false;
         }
         let mut v = Some((t.value)(t.when));
@@ -636,7 +633,7 @@ impl<T> Inner<T> {
     }
 
     /// Whether the last handle may drop without `disconnect`: nobody is left
-    /// to tell (see `drop_handle` in `mod.rs`), and no heap entry of a
+    /// to tell (see `drop_quietly` in `mod.rs`), and no heap entry of a
     /// timer channel's needs stopping (one that is `HEAPED` holds a `Weak`
     /// of the channel until its deadline).
     #[inline]
@@ -646,6 +643,13 @@ impl<T> Inner<T> {
             return t.state.load(Acquire) != TIMER_HEAPED;
         }
         true
+    }
+
+    /// Take the timer to FIRED: whether this call did (and so owns the
+    /// firing, or the retiring, and the release of its sender count).
+    #[cfg(not(loom))]
+    fn claim_timer(t: &ChanTimer<T>) -> bool {
+        t.state.swap(TIMER_FIRED, AcqRel) != TIMER_FIRED
     }
 
     /// The timer's count in `senders` (see `ChanTimer`) goes.
@@ -660,12 +664,25 @@ impl<T> Inner<T> {
         lock(&self.state)
     }
 
+    /// The lock, for a receive that may park (`poll_recv`, a `select!`
+    /// arm's registration): a timer channel's timer goes on a heap first,
+    /// outside the lock (`heap_timer`), and its entry is recorded under it.
+    #[inline]
+    pub(super) fn lock_to_park_recv(&self) -> MutexGuard<'_, State<T>> {
+        let heaped = self.heap_timer();
+        let mut s = self.lock();
+        if heaped.is_some() {
+            s.timer = heaped;
+        }
+        s
+    }
+
     /// A receive about to park (before it takes the channel lock): put a
     /// timer channel's timer on a heap if it is on none yet, or fire it if
     /// it is due (see `ChanTimer`). The entry, to record in `State::timer`
     /// under the lock.
     #[inline]
-    pub(super) fn heap_timer(&self) -> Option<std::sync::Weak<TimerEntry>> {
+    fn heap_timer(&self) -> Option<std::sync::Weak<TimerEntry>> {
         #[cfg(not(loom))]
         if let Some(t) = &self.timer {
             if t.state.load(Acquire) == TIMER_IDLE {
@@ -701,16 +718,7 @@ impl<T> Inner<T> {
     #[cfg(not(loom))]
     #[cold]
     fn notify_receivers(&self) {
-        let woken = {
-            let mut s = self.lock();
-            let mut woken = Vec::new();
-            while let Some(w) = Self::claim_receiver(&mut s) {
-                w.complete(NOTIFIED);
-                woken.push(w);
-            }
-            self.publish(&s);
-            woken
-        };
+        let woken = self.complete_all(&mut self.lock(), true, false, NOTIFIED);
         for w in woken {
             w.wake();
         }
@@ -1197,7 +1205,7 @@ impl<T> Inner<T> {
             if let Some(ring) = &self.ring {
                 ring.mark();
             }
-            self.fail_all(&mut s, true, true)
+            self.complete_all(&mut s, true, true, CLOSED)
         };
         for w in woken {
             w.wake();
@@ -1206,18 +1214,25 @@ impl<T> Inner<T> {
     }
 
     /// Under the lock: complete every claimable waiter of the chosen queues with
-    /// CLOSED (senders keep their values in their slots). Wake them after unlocking.
-    fn fail_all(&self, s: &mut State<T>, recvs: bool, sends: bool) -> Vec<Arc<Waiter<T>>> {
+    /// `state` (CLOSED: senders keep their values in their slots; NOTIFIED:
+    /// look again). Wake them after unlocking.
+    fn complete_all(
+        &self,
+        s: &mut State<T>,
+        recvs: bool,
+        sends: bool,
+        state: u8,
+    ) -> Vec<Arc<Waiter<T>>> {
         let mut woken = Vec::new();
         if recvs {
             while let Some(w) = Self::claim_receiver(s) {
-                w.complete(CLOSED);
+                w.complete(state);
                 woken.push(w);
             }
         }
         if sends {
             while let Some(w) = Self::claim_sender(s) {
-                w.complete(CLOSED);
+                w.complete(state);
                 woken.push(w);
             }
         }
@@ -1240,7 +1255,8 @@ impl<T> Inner<T> {
             }
             // Nobody can receive what a timer would send: stop it.
             let timer = if side_senders { None } else { s.timer.take() };
-            (self.fail_all(&mut s, side_senders, !side_senders), timer)
+            let woken = self.complete_all(&mut s, side_senders, !side_senders, CLOSED);
+            (woken, timer)
         };
         if let Some(t) = timer.and_then(|t| t.upgrade()) {
             t.stop();
@@ -1249,7 +1265,7 @@ impl<T> Inner<T> {
         if !side_senders {
             if let Some(t) = &self.timer {
                 // It will never fire: its sender count goes too.
-                if t.state.swap(TIMER_FIRED, AcqRel) != TIMER_FIRED {
+                if Self::claim_timer(t) {
                     self.release_timer_sender();
                 }
             }
@@ -1502,11 +1518,7 @@ pub(super) fn poll_recv<T>(
                 Err(false) => {}
             }
         }
-        let heaped = inner.heap_timer();
-        let mut s = inner.lock();
-        if heaped.is_some() {
-            s.timer = heaped;
-        }
+        let mut s = inner.lock_to_park_recv();
         if inner.ring.is_none() {
             // One critical section: complete now, or park.
             match inner.recv_locked(&mut s, out) {

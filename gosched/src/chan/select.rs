@@ -283,12 +283,7 @@ impl<T: Send> sealed::Arm for RecvArm<'_, T> {
 
     fn register(&mut self, park: &Arc<Park>, arm: usize) -> bool {
         let w = Waiter::select(park, arm);
-        // A timer channel's timer goes on a heap before the lock is taken.
-        let heaped = self.inner.heap_timer();
-        let mut s = self.inner.lock();
-        if heaped.is_some() {
-            s.timer = heaped;
-        }
+        let mut s = self.inner.lock_to_park_recv();
         if park.sel.load(Acquire) != SEL_WAITING {
             return false;
         }
