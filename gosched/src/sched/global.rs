@@ -83,9 +83,10 @@ impl Shared {
             let t = s.global.tasks.pop_front().expect("len checked");
             // SAFETY: the caller owns `p` (RUNNING) and its ring is empty, so the
             // at most 128 tasks fit.
-            unsafe { p.runqput_tail(t, |_| unreachable!("ring had room")) };
+            unsafe { p.runqput_tail(t, |_, _| unreachable!("ring had room")) };
             self.note_global_take();
         }
+        p.runq.mark_seniors();
         self.global_len.store(s.global.tasks.len(), Release);
     }
 
@@ -102,15 +103,22 @@ impl Shared {
         self.global_takes.store(t.wrapping_add(n), Relaxed);
     }
 
-    /// Push a batch that overflowed a local ring (raw run-queue references).
-    pub(crate) fn global_push_batch(&self, batch: Vec<NonNull<Header>>) {
+    /// Push a batch that overflowed a local ring (raw run-queue references):
+    /// its first `seniors` (taken from this queue's head by a refill, so older
+    /// than all it holds: `runq.rs`, "Seniors") back at the head, in order;
+    /// the rest at the tail.
+    pub(crate) fn global_push_batch(&self, batch: Vec<NonNull<Header>>, seniors: usize) {
         // SAFETY: ring items are owned task references.
-        let tasks = batch.into_iter().map(|p| unsafe { Task::from_raw(p) });
+        let mut tasks = batch.into_iter().map(|p| unsafe { Task::from_raw(p) });
         let mut s = lock(&self.sched);
         if s.global.closed {
             drop(s);
             tasks.for_each(Task::shutdown);
             return;
+        }
+        let front: Vec<Task> = tasks.by_ref().take(seniors).collect();
+        for t in front.into_iter().rev() {
+            s.global.tasks.push_front(t);
         }
         s.global.tasks.extend(tasks);
         self.global_len.store(s.global.tasks.len(), Release);
@@ -152,7 +160,14 @@ impl Shared {
         for _ in 1..n {
             let t = s.global.tasks.pop_front().expect("len checked");
             // SAFETY: the caller owns `p` (RUNNING).
-            unsafe { p.runqput_tail(t, |b| spill.extend(b)) };
+            unsafe { p.runqput_tail(t, |b, _| spill.extend(b)) };
+        }
+        // What the refill took from the head is older than all the queue
+        // holds: an overflow sends it back to the head (`runq.rs`, "Seniors").
+        // (Only a refill: the fairness pick's single G leaves the ring's own
+        // items unmarked.)
+        if n > 1 {
+            p.runq.mark_seniors();
         }
         // SAFETY: overflowed items are owned references.
         s.global

@@ -1090,7 +1090,9 @@ impl MachineCtx {
                     // (`GLOBAL_FAIRNESS_TICK`) — or at once, below, when the
                     // local queue is empty.
                     // SAFETY: we own `p` (RUNNING).
-                    unsafe { p.runqput_tail(t, |b| self.shared.global_push_batch(b)) };
+                    unsafe {
+                        p.runqput_tail(t, |b, seniors| self.shared.global_push_batch(b, seniors))
+                    };
                 } else {
                     // `yield_now` with nothing local but work in the global
                     // queue: to the global queue's tail, and refill from its

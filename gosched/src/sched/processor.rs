@@ -154,7 +154,7 @@ impl Processor {
     pub(crate) unsafe fn runqput_next(
         &self,
         task: Task,
-        global: impl FnOnce(Vec<NonNull<Header>>),
+        global: impl FnOnce(Vec<NonNull<Header>>, usize),
     ) -> bool {
         // SeqCst: one half of the wake-up Dekker pair (`ready.rs`,
         // `wakep_after_runqput`); on x86-64 the same `xchg` as AcqRel.
@@ -177,7 +177,7 @@ impl Processor {
     pub(crate) unsafe fn runqput_tail(
         &self,
         task: Task,
-        global: impl FnOnce(Vec<NonNull<Header>>),
+        global: impl FnOnce(Vec<NonNull<Header>>, usize),
     ) {
         // SAFETY: owner.
         unsafe { self.runq.push_back(task.into_raw(), global) };

@@ -109,7 +109,7 @@ impl Shared {
             .collect();
         let work = !moved.is_empty();
         if work {
-            self.global_push_batch(moved);
+            self.global_push_batch(moved, 0);
         }
         let mut s = lock(&self.sched);
         if !self.p_dying(pi) {

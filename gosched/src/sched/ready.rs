@@ -94,7 +94,9 @@ impl Shared {
                     self.trace_create(id, &info);
                 }
                 let (task, handle) = task::new_task(make(id), id, info, self.clone());
-                let lazy = p.runqput_next(task, |batch| self.global_push_batch(batch));
+                let lazy = p.runqput_next(task, |batch, seniors| {
+                    self.global_push_batch(batch, seniors)
+                });
                 Ok(Ok((handle, lazy)))
             },
             None => {
@@ -156,13 +158,19 @@ impl Shared {
         let put = with_current_p(self, |p| match p {
             Some(p) if p.injecting() => {
                 // SAFETY: owner of `p` (RUNNING).
-                unsafe { p.runqput_tail(task, |batch| self.global_push_batch(batch)) };
+                unsafe {
+                    p.runqput_tail(task, |batch, seniors| {
+                        self.global_push_batch(batch, seniors)
+                    })
+                };
                 p.count_injected();
                 Ok(None)
             }
             // SAFETY: owner of `p` (RUNNING).
             Some(p) => Ok(Some(unsafe {
-                p.runqput_next(task, |batch| self.global_push_batch(batch))
+                p.runqput_next(task, |batch, seniors| {
+                    self.global_push_batch(batch, seniors)
+                })
             })),
             None => Err(task),
         });

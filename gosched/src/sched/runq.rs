@@ -27,6 +27,15 @@
 //! of it (128 items, from the head) plus the new item to the global queue in one
 //! batch. If a thief moved `head` meanwhile, the CAS fails and the put retries on
 //! the fast path, which now has room.
+//!
+//! Seniors: the items a refill took from the global queue's head
+//! (`mark_seniors`, owner only: `senior_end` is the tail after the refill)
+//! were older than everything left there. An overflow reports how many of its
+//! batch are still such items, and the caller puts those back at the global
+//! queue's *head*: sent to the tail, as Go does, they would lose their turn
+//! behind everything queued since (W9p: submitter goroutines not yet started,
+//! taken in a refill by a P whose running goroutine kept spawning, went back
+//! behind 250,000 new goroutines and started half a second late).
 
 use std::ptr::{self, NonNull};
 
@@ -44,6 +53,9 @@ const MASK: u32 = CAPACITY as u32 - 1;
 pub(crate) struct RunQueue<T> {
     head: AtomicU32,
     tail: AtomicU32,
+    /// Owner only (relaxed): the ring index up to which the items came from
+    /// the global queue's head ("Seniors" above).
+    senior_end: AtomicU32,
     buf: Box<[AtomicPtr<T>]>,
 }
 
@@ -58,6 +70,7 @@ impl<T> RunQueue<T> {
         RunQueue {
             head: AtomicU32::new(0),
             tail: AtomicU32::new(0),
+            senior_end: AtomicU32::new(0),
             buf: (0..CAPACITY)
                 .map(|_| AtomicPtr::new(ptr::null_mut()))
                 .collect(),
@@ -91,16 +104,24 @@ impl<T> RunQueue<T> {
         self.len() == 0
     }
 
+    /// Owner only: the items queued so far came from the global queue's head
+    /// (a refill): an overflow that moves them reports them as seniors.
+    pub(crate) fn mark_seniors(&self) {
+        self.senior_end.store(self.tail.load(Relaxed), Relaxed);
+    }
+
     /// Owner only. Put `item` at the tail. When the ring is full, `overflow` is
     /// handed half of the ring (oldest first) followed by `item`, and must move
-    /// them all to the global queue.
+    /// them all to the global queue; with it, how many of the batch's first
+    /// items are seniors (from a refill: they go back to the global queue's
+    /// head).
     ///
     /// # Safety
     /// Must be called only by the queue's owner (one thread at a time).
     pub(crate) unsafe fn push_back(
         &self,
         item: NonNull<T>,
-        overflow: impl FnOnce(Vec<NonNull<T>>),
+        overflow: impl FnOnce(Vec<NonNull<T>>, usize),
     ) {
         let mut overflow = Some(overflow);
         loop {
@@ -132,7 +153,10 @@ impl<T> RunQueue<T> {
                 .map(|p| unsafe { NonNull::new_unchecked(p) })
                 .collect();
             batch.push(item);
-            (overflow.take().expect("overflow runs once"))(batch);
+            // Seniors still at the head: those below `senior_end` (a stale
+            // mark lies behind `h`, and counts none).
+            let seniors = (self.senior_end.load(Relaxed).wrapping_sub(h) as i32).clamp(0, n as i32);
+            (overflow.take().expect("overflow runs once"))(batch, seniors as usize);
             return;
         }
     }
@@ -238,7 +262,7 @@ mod tests {
         let mut spilled = Vec::new();
         for i in 0..CAPACITY + 1 {
             // SAFETY: this thread is the owner.
-            unsafe { q.push_back(item(i), |b| spilled.extend(b.into_iter().map(take))) };
+            unsafe { q.push_back(item(i), |b, _| spilled.extend(b.into_iter().map(take))) };
         }
         assert_eq!(spilled.len(), CAPACITY / 2 + 1);
         assert_eq!(
@@ -255,13 +279,78 @@ mod tests {
         assert_eq!(rest, (CAPACITY / 2..CAPACITY).collect::<Vec<_>>());
     }
 
+    /// An overflow counts as seniors the items queued before `mark_seniors`
+    /// that are still at the head; none once they are gone.
+    #[test]
+    fn overflow_reports_the_refilled_items_as_seniors() {
+        let q = RunQueue::new();
+        let mut reports = Vec::new();
+        let mut spilled = Vec::new();
+        // A refill of 10, then local pushes until the ring overflows.
+        for i in 0..10 {
+            // SAFETY: this thread is the owner.
+            unsafe { q.push_back(item(i), |_, _| unreachable!()) };
+        }
+        q.mark_seniors();
+        for i in 10..CAPACITY + 1 {
+            // SAFETY: owner.
+            unsafe {
+                q.push_back(item(i), |b, k| {
+                    reports.push(k);
+                    spilled.extend(b.into_iter().map(take));
+                })
+            };
+        }
+        assert_eq!(reports, [10]);
+        assert_eq!(spilled[..10], (0..10).collect::<Vec<_>>()[..]);
+        // A refill of the whole ring (a new mark), 3 of it popped before the
+        // next overflow.
+        q.mark_seniors();
+        for _ in 0..3 {
+            // SAFETY: owner.
+            take(unsafe { q.pop() }.unwrap());
+        }
+        let before = q.len();
+        for i in 0..CAPACITY - before + 1 {
+            // SAFETY: owner.
+            unsafe {
+                q.push_back(item(1000 + i), |b, k| {
+                    reports.push(k);
+                    spilled.extend(b.into_iter().map(take));
+                })
+            };
+        }
+        // The mark covered the CAPACITY/2 items then queued; 3 were popped.
+        assert_eq!(reports, [10, CAPACITY / 2 - 3]);
+        // A stale mark (every marked item gone) counts none.
+        // SAFETY: owner.
+        while let Some(p) = unsafe { q.pop() } {
+            take(p);
+        }
+        q.mark_seniors();
+        for i in 0..CAPACITY + 1 {
+            // SAFETY: owner.
+            unsafe {
+                q.push_back(item(5000 + i), |b, k| {
+                    reports.push(k);
+                    spilled.extend(b.into_iter().map(take));
+                })
+            };
+        }
+        assert_eq!(reports, [10, CAPACITY / 2 - 3, 0]);
+        // SAFETY: owner.
+        while let Some(p) = unsafe { q.pop() } {
+            take(p);
+        }
+    }
+
     #[test]
     fn steal_takes_ceil_half() {
         let victim = RunQueue::new();
         let thief = RunQueue::new();
         for i in 0..7 {
             // SAFETY: owner.
-            unsafe { victim.push_back(item(i), |_| unreachable!()) };
+            unsafe { victim.push_back(item(i), |_, _| unreachable!()) };
         }
         // SAFETY: this thread owns `thief`.
         let first = unsafe { victim.steal_into(&thief) }.unwrap();
@@ -320,7 +409,7 @@ mod tests {
             unsafe {
                 shared
                     .victim
-                    .push_back(item(i), |b| got.extend(b.into_iter().map(take)));
+                    .push_back(item(i), |b, _| got.extend(b.into_iter().map(take)));
                 if i % 3 == 0 {
                     if let Some(p) = shared.victim.pop() {
                         got.push(take(p));
@@ -381,7 +470,7 @@ mod loom_tests {
             // SAFETY: this thread owns `victim`.
             unsafe {
                 for i in 0..CAPACITY + 1 {
-                    victim.push_back(item(i), |b| got.extend(b.into_iter().map(take)));
+                    victim.push_back(item(i), |b, _| got.extend(b.into_iter().map(take)));
                 }
                 if let Some(p) = victim.pop() {
                     got.push(take(p));
@@ -407,7 +496,7 @@ mod loom_tests {
             // SAFETY: this thread owns `victim`.
             unsafe {
                 for i in 0..3 {
-                    victim.push_back(item(i), |_| unreachable!());
+                    victim.push_back(item(i), |_, _| unreachable!());
                 }
             }
             let thieves: Vec<_> = (0..2)
@@ -459,7 +548,7 @@ mod loom_tests {
             // thief has finished.
             unsafe {
                 for i in 0..3 {
-                    victim.push_back(item(i), |_| unreachable!());
+                    victim.push_back(item(i), |_, _| unreachable!());
                 }
             }
             // Thief 1 owns `middle` and fills it from `victim`; thief 2 steals
