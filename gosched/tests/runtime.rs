@@ -488,3 +488,53 @@ fn yield_lets_the_global_queue_run() {
         }
     }
 }
+
+/// Goroutines queued first keep their turn (`runq.rs`, "Seniors"): a root
+/// spawns 8 spawners, which go to the global queue and other Ps' rings, and
+/// each spawns 20,000 goroutines without yielding. Every spawner starts
+/// before half of all those goroutines have started, in each of 3 rounds.
+/// Before, a spawner taken from the global queue in a refill by a P whose
+/// running spawner kept spawning went back to the queue's tail with the next
+/// overflow of that P's ring, and started after most of them (W9p's slow
+/// mode: half a second late at the benchmark's size).
+#[test]
+fn spawners_queued_first_start_before_what_others_spawned() {
+    const SPAWNERS: usize = 8;
+    const EACH: usize = 20_000;
+    let rt = rt(2);
+    for round in 0..3 {
+        let started = Arc::new(AtomicUsize::new(0));
+        let s = started.clone();
+        let seen = rt
+            .block_on(rt.go(move || {
+                let hs: Vec<_> = (0..SPAWNERS)
+                    .map(|_| {
+                        let s = s.clone();
+                        gosched::go(move || {
+                            let at = s.load(SeqCst);
+                            for _ in 0..EACH {
+                                let s = s.clone();
+                                gosched::go(move || {
+                                    s.fetch_add(1, SeqCst);
+                                });
+                            }
+                            at
+                        })
+                    })
+                    .collect();
+                hs.into_iter()
+                    .map(|h| h.join().unwrap())
+                    .collect::<Vec<_>>()
+            }))
+            .unwrap();
+        // Each spawner saw how many of the others' goroutines had started
+        // when it began.
+        for (i, at) in seen.iter().enumerate() {
+            assert!(
+                *at < SPAWNERS * EACH / 2,
+                "round {round}: spawner {i} started after {at} of {} goroutines: {seen:?}",
+                SPAWNERS * EACH
+            );
+        }
+    }
+}

@@ -29,13 +29,16 @@
 //! the fast path, which now has room.
 //!
 //! Seniors: the items a refill took from the global queue's head
-//! (`mark_seniors`, owner only: `senior_end` is the tail after the refill)
-//! were older than everything left there. An overflow reports how many of its
-//! batch are still such items, and the caller puts those back at the global
-//! queue's *head*: sent to the tail, as Go does, they would lose their turn
-//! behind everything queued since (W9p: submitter goroutines not yet started,
-//! taken in a refill by a P whose running goroutine kept spawning, went back
-//! behind 250,000 new goroutines and started half a second late).
+//! (`mark_seniors`) or a steal from a victim's head (`steal_into`) were next
+//! in line where they came from. `senior_end` (owner only) is the tail after
+//! the refill or steal. An overflow reports how many of its batch are still
+//! such items, and the caller puts those back at the global queue's *head*:
+//! sent to the tail, as Go does, they would lose their turn behind everything
+//! queued since (W9p: submitter goroutines not yet started, taken in a refill
+//! by a P whose running goroutine kept spawning, went back behind 250,000 new
+//! goroutines and started half a second late). Counts are wrapping ring
+//! indices: a mark 2^31 pushes stale could read as current, which only
+//! reorders the global queue.
 
 use std::ptr::{self, NonNull};
 
@@ -223,6 +226,8 @@ impl<T> RunQueue<T> {
                 if n > 1 {
                     dst.tail.store(dst_tail.wrapping_add(n - 1), Release);
                 }
+                // They were next in line on the victim: seniors here.
+                dst.senior_end.store(dst_tail.wrapping_add(n - 1), Relaxed);
                 return NonNull::new(last);
             }
             // Lost the race: the copies in dst's free slots are discarded.
@@ -341,6 +346,42 @@ mod tests {
         // SAFETY: owner.
         while let Some(p) = unsafe { q.pop() } {
             take(p);
+        }
+    }
+
+    /// What a thief stole (but the one it runs) counts as seniors in its own
+    /// ring's next overflow.
+    #[test]
+    fn stolen_items_are_seniors_of_the_thief() {
+        let victim = RunQueue::new();
+        let thief = RunQueue::new();
+        for i in 0..8 {
+            // SAFETY: owner.
+            unsafe { victim.push_back(item(i), |_, _| unreachable!()) };
+        }
+        // SAFETY: this thread owns `thief`.
+        let first = unsafe { victim.steal_into(&thief) }.unwrap();
+        take(first);
+        assert_eq!(thief.len(), 3);
+        let mut reports = Vec::new();
+        for i in 0..CAPACITY - 3 + 1 {
+            // SAFETY: owner.
+            unsafe {
+                thief.push_back(item(100 + i), |b, k| {
+                    reports.push(k);
+                    b.into_iter().for_each(|p| drop(take(p)));
+                })
+            };
+        }
+        assert_eq!(reports, [3]);
+        // SAFETY: owner of both.
+        unsafe {
+            while let Some(p) = thief.pop() {
+                take(p);
+            }
+            while let Some(p) = victim.pop() {
+                take(p);
+            }
         }
     }
 
