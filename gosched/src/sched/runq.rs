@@ -369,7 +369,9 @@ mod tests {
             unsafe {
                 thief.push_back(item(100 + i), |b, k| {
                     reports.push(k);
-                    b.into_iter().for_each(|p| drop(take(p)));
+                    b.into_iter().for_each(|p| {
+                        take(p);
+                    });
                 })
             };
         }
