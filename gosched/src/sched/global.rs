@@ -104,9 +104,10 @@ impl Shared {
     }
 
     /// Push a batch that overflowed a local ring (raw run-queue references):
-    /// its first `seniors` (taken from this queue's head by a refill, so older
-    /// than all it holds: `runq.rs`, "Seniors") back at the head, in order;
-    /// the rest at the tail.
+    /// its first `seniors` (taken from the head of this queue by a refill, or
+    /// of another P's ring by a steal: next in line where they were;
+    /// `runq.rs`, "Seniors") back at the head, in order; the rest at the
+    /// tail.
     pub(crate) fn global_push_batch(&self, batch: Vec<NonNull<Header>>, seniors: usize) {
         // SAFETY: ring items are owned task references.
         let mut tasks = batch.into_iter().map(|p| unsafe { Task::from_raw(p) });

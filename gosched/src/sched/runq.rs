@@ -57,7 +57,7 @@ pub(crate) struct RunQueue<T> {
     head: AtomicU32,
     tail: AtomicU32,
     /// Owner only (relaxed): the ring index up to which the items came from
-    /// the global queue's head ("Seniors" above).
+    /// the head of another queue, in a refill or a steal ("Seniors" above).
     senior_end: AtomicU32,
     buf: Box<[AtomicPtr<T>]>,
 }
@@ -116,8 +116,8 @@ impl<T> RunQueue<T> {
     /// Owner only. Put `item` at the tail. When the ring is full, `overflow` is
     /// handed half of the ring (oldest first) followed by `item`, and must move
     /// them all to the global queue; with it, how many of the batch's first
-    /// items are seniors (from a refill: they go back to the global queue's
-    /// head).
+    /// items are seniors (from a refill or a steal: they go back to the global
+    /// queue's head).
     ///
     /// # Safety
     /// Must be called only by the queue's owner (one thread at a time).
