@@ -12,6 +12,7 @@
 //! Timed: spawning the units until the last finished. Same method in
 //! `bench/go/s1_syscall.go` and `bench/go/s2_getppid.go`.
 
+#[cfg(feature = "gosched")]
 use std::time::{Duration, Instant};
 
 use super::{Impl, Sample};
@@ -20,6 +21,7 @@ use super::{Impl, Sample};
 pub const UNITS: u64 = 100;
 
 /// S1's call.
+#[cfg(feature = "gosched")]
 pub const SLEEP: Duration = Duration::from_micros(50);
 
 pub fn run(imp: Impl, procs: usize, n: u64, slow: bool) -> Sample {
@@ -34,6 +36,7 @@ pub fn run(imp: Impl, procs: usize, n: u64, slow: bool) -> Sample {
 }
 
 /// The blocking call itself.
+#[cfg(feature = "gosched")]
 fn call(slow: bool) -> u64 {
     if slow {
         let ts = libc::timespec {

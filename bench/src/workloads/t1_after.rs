@@ -7,10 +7,12 @@
 //! it fires (then the peak RSS grows with `n`). Timed: spawning the unit
 //! until it returns its count. Same method in `bench/go/t1_after.go`.
 
+#[cfg(feature = "gosched")]
 use std::time::{Duration, Instant};
 
 use super::{Impl, Sample};
 
+#[cfg(feature = "gosched")]
 const HOUR: Duration = Duration::from_secs(3600);
 
 pub fn run(imp: Impl, procs: usize, n: u64) -> Sample {

@@ -56,6 +56,7 @@ pub const CAP: usize = 50_000;
 pub const SLEEP: Duration = Duration::from_millis(10);
 
 /// Idle workers' expiry (ants' benchmark `DefaultExpiredTime`).
+#[cfg(feature = "gosched")]
 pub const EXPIRY: Duration = Duration::from_secs(10);
 
 /// W9p: submitters per proc (`b.SetParallelism(4)` in ants' terms).
@@ -76,6 +77,7 @@ pub fn submitters(procs: usize) -> usize {
 
 /// W9p: the submits of submitter `i` of `p`, `n` in all (the first `n % p`
 /// submitters take one more).
+#[cfg(any(feature = "gosched", test))]
 pub fn share(n: u64, p: usize, i: usize) -> u64 {
     let p = p as u64;
     n / p + u64::from((i as u64) < n % p)
