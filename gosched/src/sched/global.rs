@@ -109,19 +109,21 @@ impl Shared {
     /// `runq.rs`, "Seniors") back at the head, in order; the rest at the
     /// tail.
     pub(crate) fn global_push_batch(&self, batch: Vec<NonNull<Header>>, seniors: usize) {
-        // SAFETY: ring items are owned task references.
-        let mut tasks = batch.into_iter().map(|p| unsafe { Task::from_raw(p) });
+        // SAFETY: ring items are owned task references; each is taken once
+        // (the front and back halves are disjoint, and the shutdown path
+        // returns).
+        let task = |p: &NonNull<Header>| unsafe { Task::from_raw(*p) };
         let mut s = lock(&self.sched);
         if s.global.closed {
             drop(s);
-            tasks.for_each(Task::shutdown);
+            batch.iter().map(task).for_each(Task::shutdown);
             return;
         }
-        let front: Vec<Task> = tasks.by_ref().take(seniors).collect();
-        for t in front.into_iter().rev() {
+        let (front, back) = batch.split_at(seniors);
+        for t in front.iter().rev().map(task) {
             s.global.tasks.push_front(t);
         }
-        s.global.tasks.extend(tasks);
+        s.global.tasks.extend(back.iter().map(task));
         self.global_len.store(s.global.tasks.len(), Release);
     }
 

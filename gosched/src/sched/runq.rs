@@ -284,21 +284,16 @@ mod tests {
         assert_eq!(rest, (CAPACITY / 2..CAPACITY).collect::<Vec<_>>());
     }
 
-    /// An overflow counts as seniors the items queued before `mark_seniors`
-    /// that are still at the head; none once they are gone.
-    #[test]
-    fn overflow_reports_the_refilled_items_as_seniors() {
-        let q = RunQueue::new();
-        let mut reports = Vec::new();
-        let mut spilled = Vec::new();
-        // A refill of 10, then local pushes until the ring overflows.
-        for i in 0..10 {
-            // SAFETY: this thread is the owner.
-            unsafe { q.push_back(item(i), |_, _| unreachable!()) };
-        }
-        q.mark_seniors();
-        for i in 10..CAPACITY + 1 {
-            // SAFETY: owner.
+    /// Owner: push `items` into `q`, recording the seniors count of each
+    /// overflow in `reports` and the overflowed items in `spilled`.
+    fn push_all(
+        q: &RunQueue<usize>,
+        items: std::ops::Range<usize>,
+        reports: &mut Vec<usize>,
+        spilled: &mut Vec<usize>,
+    ) {
+        for i in items {
+            // SAFETY: the caller's thread owns `q`.
             unsafe {
                 q.push_back(item(i), |b, k| {
                     reports.push(k);
@@ -306,6 +301,26 @@ mod tests {
                 })
             };
         }
+    }
+
+    /// Owner: empty `q`, freeing its items.
+    fn drain(q: &RunQueue<usize>) {
+        // SAFETY: the caller's thread owns `q`.
+        while let Some(p) = unsafe { q.pop() } {
+            take(p);
+        }
+    }
+
+    /// An overflow counts as seniors the items queued before `mark_seniors`
+    /// that are still at the head; none once they are gone.
+    #[test]
+    fn overflow_reports_the_refilled_items_as_seniors() {
+        let q = RunQueue::new();
+        let (mut reports, mut spilled) = (Vec::new(), Vec::new());
+        // A refill of 10, then local pushes until the ring overflows.
+        push_all(&q, 0..10, &mut reports, &mut spilled);
+        q.mark_seniors();
+        push_all(&q, 10..CAPACITY + 1, &mut reports, &mut spilled);
         assert_eq!(reports, [10]);
         assert_eq!(spilled[..10], (0..10).collect::<Vec<_>>()[..]);
         // A refill of the whole ring (a new mark), 3 of it popped before the
@@ -315,38 +330,16 @@ mod tests {
             // SAFETY: owner.
             take(unsafe { q.pop() }.unwrap());
         }
-        let before = q.len();
-        for i in 0..CAPACITY - before + 1 {
-            // SAFETY: owner.
-            unsafe {
-                q.push_back(item(1000 + i), |b, k| {
-                    reports.push(k);
-                    spilled.extend(b.into_iter().map(take));
-                })
-            };
-        }
+        let room = CAPACITY - q.len();
+        push_all(&q, 1000..1000 + room + 1, &mut reports, &mut spilled);
         // The mark covered the CAPACITY/2 items then queued; 3 were popped.
         assert_eq!(reports, [10, CAPACITY / 2 - 3]);
         // A stale mark (every marked item gone) counts none.
-        // SAFETY: owner.
-        while let Some(p) = unsafe { q.pop() } {
-            take(p);
-        }
+        drain(&q);
         q.mark_seniors();
-        for i in 0..CAPACITY + 1 {
-            // SAFETY: owner.
-            unsafe {
-                q.push_back(item(5000 + i), |b, k| {
-                    reports.push(k);
-                    spilled.extend(b.into_iter().map(take));
-                })
-            };
-        }
+        push_all(&q, 5000..5000 + CAPACITY + 1, &mut reports, &mut spilled);
         assert_eq!(reports, [10, CAPACITY / 2 - 3, 0]);
-        // SAFETY: owner.
-        while let Some(p) = unsafe { q.pop() } {
-            take(p);
-        }
+        drain(&q);
     }
 
     /// What a thief stole (but the one it runs) counts as seniors in its own
@@ -355,36 +348,21 @@ mod tests {
     fn stolen_items_are_seniors_of_the_thief() {
         let victim = RunQueue::new();
         let thief = RunQueue::new();
-        for i in 0..8 {
-            // SAFETY: owner.
-            unsafe { victim.push_back(item(i), |_, _| unreachable!()) };
-        }
+        let (mut reports, mut spilled) = (Vec::new(), Vec::new());
+        push_all(&victim, 0..8, &mut reports, &mut spilled);
         // SAFETY: this thread owns `thief`.
         let first = unsafe { victim.steal_into(&thief) }.unwrap();
         take(first);
         assert_eq!(thief.len(), 3);
-        let mut reports = Vec::new();
-        for i in 0..CAPACITY - 3 + 1 {
-            // SAFETY: owner.
-            unsafe {
-                thief.push_back(item(100 + i), |b, k| {
-                    reports.push(k);
-                    b.into_iter().for_each(|p| {
-                        take(p);
-                    });
-                })
-            };
-        }
+        push_all(
+            &thief,
+            100..100 + CAPACITY - 3 + 1,
+            &mut reports,
+            &mut spilled,
+        );
         assert_eq!(reports, [3]);
-        // SAFETY: owner of both.
-        unsafe {
-            while let Some(p) = thief.pop() {
-                take(p);
-            }
-            while let Some(p) = victim.pop() {
-                take(p);
-            }
-        }
+        drain(&thief);
+        drain(&victim);
     }
 
     #[test]
