@@ -203,6 +203,16 @@ const HOMED_SPIN: Duration = Duration::from_micros(20);
 /// starved for tens of ms, the p99 of every request they serve). Each turn
 /// costs a futex wake and a park, about 10 us here: 4% at this slice.
 const M_SLICE: Duration = Duration::from_micros(250);
+/// `steal_queued`: the ring length from which an M about to poll takes the
+/// oldest tasks of a P whose M makes progress (W12 async: 16 lost msgs/s,
+/// 24-32 won both msgs/s and p99, 48-64 lost the p99 gain).
+#[cfg(not(loom))]
+const STEAL_QUEUED_BACKLOG: usize = 32;
+/// ... and how many it takes: the few that would otherwise wait longest,
+/// after which the thief is soon back at the poller (half of the ring cost
+/// 5-10% msgs/s: tasks moved off their cache, and no M polled meanwhile).
+#[cfg(not(loom))]
+const STEAL_QUEUED_OLDEST: u32 = 8;
 /// How long an inbox this M pushed into may stay undrained before this M,
 /// out of work of its own, gives its core away once ("A preempted home").
 /// A poll here is 5–50 µs, so a home M on a core drains sooner than this.
@@ -1557,19 +1567,22 @@ impl MachineCtx {
     }
 
     /// One pass over the other Ps' rings (not their `runnext`, nor their
-    /// timers): half of the first one that holds tasks and whose M has not
-    /// started a poll since our last pass (`execs` unmoved: preempted by the
-    /// kernel, or in a long poll), without spinning. For an M about to poll
-    /// the network, which would otherwise leave that queue waiting while it
-    /// serves its own sockets. A P whose M makes progress is left alone:
-    /// taking half of every queue in passing cost W12 (async) 10%. That
-    /// choice is a trade between the median and the tail: fresh sockets are
-    /// served before the older ones queued on the busy P, so round trips
-    /// spread both ways. Taking half of a progressing P's ring once it holds
-    /// 64 or more tasks gave tokio's tail (W12 async p99 0.95 → 0.77–0.89
-    /// ms) but a higher mean round trip, and so 5–10% fewer msgs/s (with
-    /// one message in flight per connection, msgs/s is connections ÷ the
-    /// mean round trip; README, "Where gosched is not ahead").
+    /// timers), for an M about to poll the network, which would otherwise
+    /// leave those queues waiting while it serves its own sockets, without
+    /// spinning. From the first P that holds tasks:
+    /// - whose M has not started a poll since our last pass (`execs`
+    ///   unmoved: preempted by the kernel, or in a long poll): half its ring;
+    /// - whose M makes progress but whose ring holds `STEAL_QUEUED_BACKLOG`
+    ///   or more: its `STEAL_QUEUED_OLDEST` oldest tasks.
+    ///
+    /// The second is the tail's: with none, fresh sockets were served before
+    /// the older round trips queued on the busy P, and W12 (async) round
+    /// trips spread both ways (p99 1.07-1.10× tokio's). Taking half of every
+    /// non-empty ring in passing cost W12 10%, and half of a progressing P's
+    /// ring of 64 or more gave tokio's tail at 5-10% fewer msgs/s (with one
+    /// message in flight per connection, msgs/s is connections ÷ the mean
+    /// round trip). The oldest eight of a ring of 32 or more: more msgs/s
+    /// and a p99 about 0.85× tokio's (README, W12).
     #[cfg(not(loom))]
     fn steal_queued(&self, p: &Processor) -> Option<Task> {
         let shared = &*self.shared;
@@ -1594,10 +1607,16 @@ impl MachineCtx {
                 continue;
             }
             let execs = v.execs.load(Relaxed);
-            if std::mem::replace(&mut seen[vi], execs) != execs {
+            let max = if std::mem::replace(&mut seen[vi], execs) == execs {
+                // Not moved: half, as any steal.
+                u32::MAX
+            } else if v.runq.len() >= STEAL_QUEUED_BACKLOG {
+                // Moving, but behind: its oldest few.
+                STEAL_QUEUED_OLDEST
+            } else {
                 continue;
-            }
-            if let Some(t) = self.steal_ring(p, v) {
+            };
+            if let Some(t) = self.steal_ring_at_most(p, v, max) {
                 return Some(t);
             }
         }
@@ -1690,11 +1709,16 @@ impl MachineCtx {
         self.pushed.set(Some(seen));
     }
 
-    /// Half of `v`'s ring into ours (`p`, owned); the first of them to run.
+    /// Half of `v`'s ring into ours (`p`, owned); the last of them to run now.
     fn steal_ring(&self, p: &Processor, v: &Processor) -> Option<Task> {
+        self.steal_ring_at_most(p, v, u32::MAX)
+    }
+
+    /// `steal_ring`, at most `max` tasks (the oldest of `v`'s ring).
+    fn steal_ring_at_most(&self, p: &Processor, v: &Processor, max: u32) -> Option<Task> {
         let before = p.runq.len();
         // SAFETY: we own `p`'s ring (the destination); `v` is another P.
-        let t = unsafe { v.runq.steal_into(&p.runq) }?;
+        let t = unsafe { v.runq.steal_into(&p.runq, max) }?;
         let n = (p.runq.len() + 1).saturating_sub(before);
         p.count_steal_from(v, n as u64);
         if crate::trace::on() {

@@ -186,13 +186,15 @@ impl<T> RunQueue<T> {
         }
     }
 
-    /// Steal `ceil(n/2)` items from `self` (the victim) into `dst` (the thief's
-    /// own, empty-ish queue). Returns one stolen item to run now; the rest are in
-    /// `dst`. Go's `runqsteal`/`runqgrab`.
+    /// Steal `min(max, ceil(n/2))` items, the oldest, from `self` (the
+    /// victim) into `dst` (the thief's own, empty-ish queue); `max` ≥ 1,
+    /// `u32::MAX` for Go's half. Returns one stolen item to run now; the rest
+    /// are in `dst`. Go's `runqsteal`/`runqgrab`.
     ///
     /// # Safety
     /// Must be called by the owner of `dst`, and `dst` must not be `self`.
-    pub(crate) unsafe fn steal_into(&self, dst: &RunQueue<T>) -> Option<NonNull<T>> {
+    pub(crate) unsafe fn steal_into(&self, dst: &RunQueue<T>, max: u32) -> Option<NonNull<T>> {
+        debug_assert!(max >= 1);
         let dst_tail = dst.tail.load(Relaxed);
         let dst_head = dst.head.load(Acquire);
         // Room in dst for at most half a ring; a thief only steals when its own
@@ -211,7 +213,7 @@ impl<T> RunQueue<T> {
                 // Torn snapshot (head moved between the two loads): retry.
                 continue;
             }
-            let n = n - n / 2;
+            let n = (n - n / 2).min(max);
             for i in 0..n {
                 let item = self.slot(h.wrapping_add(i)).load(Relaxed);
                 dst.slot(dst_tail.wrapping_add(i)).store(item, Relaxed);
@@ -304,11 +306,14 @@ mod tests {
     }
 
     /// Owner: empty `q`, freeing its items.
-    fn drain(q: &RunQueue<usize>) {
+    /// Pop everything, oldest first.
+    fn drain(q: &RunQueue<usize>) -> Vec<usize> {
+        let mut out = Vec::new();
         // SAFETY: the caller's thread owns `q`.
         while let Some(p) = unsafe { q.pop() } {
-            take(p);
+            out.push(take(p));
         }
+        out
     }
 
     /// An overflow counts as seniors the items queued before `mark_seniors`
@@ -351,7 +356,7 @@ mod tests {
         let (mut reports, mut spilled) = (Vec::new(), Vec::new());
         push_all(&victim, 0..8, &mut reports, &mut spilled);
         // SAFETY: this thread owns `thief`.
-        let first = unsafe { victim.steal_into(&thief) }.unwrap();
+        let first = unsafe { victim.steal_into(&thief, u32::MAX) }.unwrap();
         take(first);
         assert_eq!(thief.len(), 3);
         push_all(
@@ -374,7 +379,7 @@ mod tests {
             unsafe { victim.push_back(item(i), |_, _| unreachable!()) };
         }
         // SAFETY: this thread owns `thief`.
-        let first = unsafe { victim.steal_into(&thief) }.unwrap();
+        let first = unsafe { victim.steal_into(&thief, u32::MAX) }.unwrap();
         assert_eq!(take(first), 3);
         assert_eq!(thief.len(), 3);
         assert_eq!(victim.len(), 3);
@@ -387,6 +392,27 @@ mod tests {
                 take(p);
             }
         }
+    }
+
+    #[test]
+    fn steal_at_most_takes_the_oldest() {
+        let victim = RunQueue::new();
+        let thief = RunQueue::new();
+        let (mut reports, mut spilled) = (Vec::new(), Vec::new());
+        push_all(&victim, 0..40, &mut reports, &mut spilled);
+        // SAFETY: this thread owns `thief`.
+        let first = unsafe { victim.steal_into(&thief, 8) }.unwrap();
+        // The eighth oldest runs now; the seven before it wait in order.
+        assert_eq!(take(first), 7);
+        assert_eq!(drain(&thief), (0..7).collect::<Vec<_>>());
+        assert_eq!(drain(&victim), (8..40).collect::<Vec<_>>());
+        // Fewer than twice `max` queued: half, as without a bound.
+        push_all(&victim, 0..5, &mut reports, &mut spilled);
+        // SAFETY: as above.
+        let first = unsafe { victim.steal_into(&thief, 8) }.unwrap();
+        assert_eq!(take(first), 2);
+        assert_eq!(drain(&thief), [0, 1]);
+        assert_eq!(drain(&victim), [3, 4]);
     }
 
     /// Stress: an owner pushing and popping while two thieves steal; every item is
@@ -411,7 +437,7 @@ mod tests {
                     loop {
                         let done = s.done.load(Acquire);
                         // SAFETY: this thread owns `mine`.
-                        if let Some(p) = unsafe { s.victim.steal_into(&mine) } {
+                        if let Some(p) = unsafe { s.victim.steal_into(&mine, u32::MAX) } {
                             got.push(take(p));
                             // SAFETY: owner of `mine`.
                             while let Some(p) = unsafe { mine.pop() } {
@@ -478,7 +504,7 @@ mod loom_tests {
                 let mut got = Vec::new();
                 // SAFETY: this thread owns `mine`.
                 unsafe {
-                    if let Some(p) = v2.steal_into(&mine) {
+                    if let Some(p) = v2.steal_into(&mine, u32::MAX) {
                         got.push(take(p));
                     }
                     while let Some(p) = mine.pop() {
@@ -509,7 +535,8 @@ mod loom_tests {
         });
     }
 
-    /// Two thieves against one owner that pops: exactly-once delivery.
+    /// Two thieves against one owner that pops: exactly-once delivery. One
+    /// takes half, the other at most one (`steal_queued`'s bounded steal).
     #[test]
     fn two_thieves() {
         loom::model(|| {
@@ -520,15 +547,16 @@ mod loom_tests {
                     victim.push_back(item(i), |_, _| unreachable!());
                 }
             }
-            let thieves: Vec<_> = (0..2)
-                .map(|_| {
+            let thieves: Vec<_> = [u32::MAX, 1]
+                .into_iter()
+                .map(|max| {
                     let v = victim.clone();
                     thread::spawn(move || {
                         let mine = RunQueue::new();
                         let mut got = Vec::new();
                         // SAFETY: this thread owns `mine`.
                         unsafe {
-                            if let Some(p) = v.steal_into(&mine) {
+                            if let Some(p) = v.steal_into(&mine, max) {
                                 got.push(take(p));
                             }
                             while let Some(p) = mine.pop() {
@@ -579,7 +607,7 @@ mod loom_tests {
             let thief1 = thread::spawn(move || {
                 // ceil(3/2) = 2 items: it runs one and publishes the other in `m1`.
                 // SAFETY: this thread owns `m1`.
-                unsafe { v1.steal_into(&m1) }.map(take)
+                unsafe { v1.steal_into(&m1, u32::MAX) }.map(take)
             });
             let m2 = middle.clone();
             let thief2 = thread::spawn(move || {
@@ -587,7 +615,7 @@ mod loom_tests {
                 let mut got = Vec::new();
                 // SAFETY: this thread owns `mine`.
                 unsafe {
-                    if let Some(p) = m2.steal_into(&mine) {
+                    if let Some(p) = m2.steal_into(&mine, u32::MAX) {
                         got.push(take(p));
                     }
                     while let Some(p) = mine.pop() {
