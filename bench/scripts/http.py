@@ -135,6 +135,8 @@ def build(servers, go, no_build):
                     continue
             if os.path.isfile(binary):
                 cmds[s] = ([binary], [])
+            else:
+                log(f"{s}: no {binary} (--no-build, and no earlier build): skipping it")
     return cmds
 
 
