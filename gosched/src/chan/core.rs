@@ -45,7 +45,7 @@
 //!   handed to a parked receiver. While the waiter is queued only lock holders
 //!   touch it; once it is unqueued only its owner does (after an Acquire load of
 //!   `state` or under the lock), so a plain cell suffices;
-//! - `notify`: whom to wake — its own `Park` for a single operation, or the `Park`
+//! - `notify`: whom to wake — a single operation's own waker, or the `Park`
 //!   shared by every arm of one `select` together with the arm's index.
 //!
 //! **Claiming.** Before completing a waiter, a channel operation *claims* it. A
@@ -58,10 +58,20 @@
 //! `selectDone`), which is why channels need not be locked together.
 //!
 //! **Waking.** The completer stores `state` (Release) under the channel lock and,
-//! after unlocking, takes the waker out of the `Park` (under the Park's small lock)
-//! and wakes it. A re-poll stores its waker under the same small lock and then
-//! loads `state`: whichever of the two critical sections comes second sees the
-//! other's effect, so a wake-up is never lost.
+//! after unlocking, takes the waker and wakes it.
+//! - A single operation's waker lives in its `Waiter` and is guarded by the
+//!   channel lock: a re-poll that finds the state WAITING takes the channel lock,
+//!   looks again, and only if still WAITING stores its waker. So every store
+//!   happens-before the completion (the lock's order) and none comes after it,
+//!   and the completer reads the waker after unlocking without a lock of its
+//!   own. (It used to sit in a `Park` behind a small lock: two atomic
+//!   instructions more on every hand-off.)
+//! - A select's `Park` is shared by arms on different channels, so its waker is
+//!   guarded by the Park's small lock: a re-poll stores its waker there and then
+//!   loads the outcome, the completer takes it there; whichever of the two
+//!   critical sections comes second sees the other's effect.
+//!
+//! Either way a wake-up is never lost.
 //!
 //! A NOTIFIED select arm retries its operation; if that fails (another operation
 //! got there first) the select starts over. A waiter that was NOTIFIED but is
@@ -160,7 +170,11 @@ impl Park {
 }
 
 enum Notify {
-    Single(Park),
+    /// A single operation: its task's waker. Written by the owner only under
+    /// the channel lock while `state` is WAITING (`poll_state`); taken by the
+    /// completer in `wake`, after it completed the waiter under that lock
+    /// (no Park lock: see "Waking").
+    Single(UnsafeCell<Option<Waker>>),
     Select(Arc<Park>, usize),
 }
 
@@ -172,8 +186,9 @@ pub(super) struct Waiter<T> {
 }
 
 // SAFETY: `slot` is accessed by one party at a time (lock holders while queued, the
-// owner once unqueued — see the protocol), `links` only under the channel lock, and
-// `Park` is made of a lock and an atomic. Moving `T`s between threads needs `T: Send`.
+// owner once unqueued — see the protocol), `links` only under the channel lock, a
+// single operation's waker by one party at a time ("Waking"), and `Park` is made of
+// a lock and an atomic. Moving `T`s between threads needs `T: Send`.
 unsafe impl<T: Send> Send for Waiter<T> {}
 // SAFETY: as above; shared references never give out `&T`.
 unsafe impl<T: Send> Sync for Waiter<T> {}
@@ -182,7 +197,7 @@ impl<T> Waiter<T> {
     /// A single operation's waiter, slot empty (a sender moves its value in
     /// with `with_slot`).
     pub(super) fn single(waker: &Waker) -> Arc<Self> {
-        Self::empty(Notify::Single(Park::new(waker)))
+        Self::empty(Notify::Single(UnsafeCell::new(Some(waker.clone()))))
     }
 
     /// A select arm's waiter, slot empty.
@@ -234,13 +249,6 @@ impl<T> Waiter<T> {
         w
     }
 
-    fn park(&self) -> &Park {
-        match &self.notify {
-            Notify::Single(p) => p,
-            Notify::Select(p, _) => p,
-        }
-    }
-
     /// Under the channel lock: take the right to complete this waiter. False for
     /// a stale select waiter (another arm won, or the select gave up).
     fn claim(&self) -> bool {
@@ -273,27 +281,47 @@ impl<T> Waiter<T> {
         self.state.load(Acquire)
     }
 
-    /// Wake the owner (after the channel lock is released).
+    /// Wake the owner. Only the party that completed this waiter under the
+    /// channel lock calls it, after releasing the lock, and at most once.
     pub(super) fn wake(&self) {
-        self.park().wake();
+        match &self.notify {
+            Notify::Single(cell) => {
+                // SAFETY: we completed the waiter under the channel lock, so
+                // every registration made before it happens-before this read
+                // (the lock's order), and none comes after it: `poll_state`
+                // writes only under the lock while the state is WAITING. The
+                // caller's `Arc` keeps the waiter alive.
+                if let Some(w) = cell.with_mut(|p| unsafe { (*p).take() }) {
+                    w.wake();
+                }
+            }
+            Notify::Select(park, _) => park.wake(),
+        }
     }
 
-    /// Single operations: the state, with `waker` registered if still waiting.
-    fn poll_state(&self, waker: &Waker) -> u8 {
+    /// Single operations of `inner`: the state, with `waker` registered if
+    /// still waiting.
+    fn poll_state(&self, inner: &Inner<T>, waker: &Waker) -> u8 {
         // Woken because it completed (the usual case): a final state needs no
-        // waker, so skip the Park lock.
+        // waker, so skip the lock.
         let s = self.state.load(Acquire);
         if s != WAITING {
             return s;
         }
-        let park = self.park();
-        let mut w = lock(&park.waker);
+        let Notify::Single(cell) = &self.notify else {
+            unreachable!("a select registers its waker in its Park");
+        };
+        let _s = inner.lock();
         let s = self.state.load(Acquire);
         if s == WAITING {
-            match &*w {
-                Some(old) if old.will_wake(waker) => {}
-                _ => *w = Some(waker.clone()),
-            }
+            // SAFETY: under the channel lock, still WAITING: nobody completed
+            // the waiter, so nobody takes the waker until we unlock.
+            cell.with_mut(|p| unsafe {
+                match &*p {
+                    Some(old) if old.will_wake(waker) => {}
+                    _ => *p = Some(waker.clone()),
+                }
+            });
         }
         s
     }
@@ -1351,7 +1379,7 @@ pub(super) fn poll_send<T>(
     cx: &mut Context<'_>,
 ) -> Poll<Result<(), ()>> {
     if let Some(w) = waiter.take() {
-        match w.poll_state(cx.waker()) {
+        match w.poll_state(inner, cx.waker()) {
             WAITING => {
                 *waiter = Some(w);
                 return crate::sched::wait::pending(crate::sched::wait::WaitReason::ChanSend, cx);
@@ -1494,7 +1522,7 @@ pub(super) fn poll_recv<T>(
     cx: &mut Context<'_>,
 ) -> Poll<()> {
     if let Some(w) = waiter.take() {
-        match w.poll_state(cx.waker()) {
+        match w.poll_state(inner, cx.waker()) {
             WAITING => {
                 *waiter = Some(w);
                 return crate::sched::wait::pending(

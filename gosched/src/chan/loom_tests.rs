@@ -278,9 +278,11 @@ fn repolled_recv_reads_handed_value() {
 
 /// A parked receive, registered with waker A, is re-polled with a new waker B
 /// while a sender completes it and wakes whatever waker it finds. `poll_state`
-/// stores B and re-checks the state under the Park lock, so either the re-poll
-/// sees the completion or the sender finds B: waiting for B never hangs (a lost
-/// wake-up, with the sender waking the stale A, would deadlock the model).
+/// re-checks the state and stores B under the channel lock, so either the
+/// re-poll sees the completion or the sender finds B: waiting for B never hangs
+/// (a lost wake-up, with the sender waking the stale A, would deadlock the
+/// model), and loom's cell checks that the sender's read of the waker after
+/// unlocking never races a store.
 #[test]
 fn repoll_with_new_waker_no_lost_wakeup() {
     model(|| {
