@@ -358,60 +358,6 @@ fn cpu_bound_goroutines_spawned_together_get_their_own_ms() {
     );
 }
 
-/// A long poll whose queued work the other M takes as fast as it comes (an
-/// async task spawning short tasks for 150 ms in one poll, W1's shape) keeps
-/// its P: nothing waits for it, so sysmon does not hand it off (which would
-/// start a third M on two Ps and send every later spawn through the global
-/// queue). A P whose queue nobody serves is still handed off: the hog tests
-/// above.
-///
-/// Whether the queue is served is what the kernel lets the other M do: when
-/// it leaves that M without a core for a sysmon period (the test binary's
-/// other threads, a runtime of the test before still winding down), the
-/// ring waits and a hand-off is right. That happened in about 1 run in 30
-/// alone and 1 in 8 within the whole file, before the run queue's seniors
-/// and after. So the claim is checked over 10 fresh runtimes, 7 of which
-/// must keep 2 Ms; a sysmon that hands off every long poll with queued
-/// work (`p_needed` always true) kept 2 Ms in 1 to 5 runs of 10 (failed 4
-/// of 4); this sysmon kept them in 29 runs of 30 within the whole file.
-#[test]
-fn a_long_poll_whose_queue_is_served_keeps_its_p() {
-    let _s = serial();
-    let mut ms_seen = Vec::new();
-    for _ in 0..10 {
-        let rt = gosched::Builder::new().procs(2).build().unwrap();
-        let ran = Arc::new(AtomicU64::new(0));
-        let r = ran.clone();
-        let spawned = rt
-            .block_on(rt.spawn(async move {
-                let t = Instant::now();
-                let mut n = 0u64;
-                while t.elapsed() < Duration::from_millis(150) {
-                    for _ in 0..64 {
-                        let r = r.clone();
-                        drop(gosched::spawn(async move {
-                            r.fetch_add(1, Relaxed);
-                        }));
-                        n += 1;
-                    }
-                }
-                n
-            }))
-            .unwrap();
-        while ran.load(Relaxed) < spawned {
-            std::thread::yield_now();
-        }
-        let ms = rt.threads();
-        eprintln!("{spawned} tasks spawned in one 150 ms poll; {ms} Ms");
-        ms_seen.push(ms);
-    }
-    let kept = ms_seen.iter().filter(|&&ms| ms == 2).count();
-    assert!(
-        kept >= 7,
-        "sysmon handed off a P whose queue the other M was serving: 2 Ms kept in {kept} of 10 runs (Ms: {ms_seen:?})"
-    );
-}
-
 /// Ms exit and come back while goroutines are placed on them: with a
 /// keep-alive of 1 ms, idle Ms retire between rounds and their `Machine`s
 /// are reused by the next round's new threads, while a spawner holding more
