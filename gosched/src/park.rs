@@ -111,7 +111,8 @@ impl Parker {
     pub(crate) fn bind(&self) {}
 
     /// Any thread: wake the owner (idempotent until it consumes the token).
-    pub(crate) fn wake(&self) {
+    /// True if the owner was asleep in `park` (a futex wake was made).
+    pub(crate) fn wake(&self) -> bool {
         use std::sync::atomic::Ordering::Release;
         let prev = self.state.swap(futex::NOTIFIED, Release);
         if prev != futex::NOTIFIED {
@@ -119,7 +120,9 @@ impl Parker {
         }
         if prev == futex::PARKED {
             futex::wake_one(&self.state);
+            return true;
         }
+        false
     }
 
     /// Take the token (owner only): true if a wake was pending.
@@ -190,14 +193,17 @@ impl Parker {
     }
 
     /// Any thread: wake the owner (idempotent until it consumes the token).
-    pub(crate) fn wake(&self) {
+    /// True if a new token was left (the owner may have been asleep).
+    pub(crate) fn wake(&self) -> bool {
         if !self.token.swap(true, Release) {
             #[cfg(not(loom))]
             PENDING_WAKES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             if let Some(t) = self.thread.get() {
                 t.unpark();
             }
+            return true;
         }
+        false
     }
 
     /// Take the token (owner only): true if a wake was pending.
@@ -291,10 +297,10 @@ impl Drop for Parker {
 /// A `Parker` is the waker of the thread that owns it (`block_on_thread`).
 impl Wake for Parker {
     fn wake(self: std::sync::Arc<Self>) {
-        Parker::wake(&self)
+        Parker::wake(&self);
     }
     fn wake_by_ref(self: &std::sync::Arc<Self>) {
-        Parker::wake(self)
+        Parker::wake(self);
     }
 }
 

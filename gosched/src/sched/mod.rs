@@ -127,6 +127,10 @@ pub(crate) struct Shared {
     /// (`machine.rs`, "Ms take turns"). A hint: std atomic, outside loom's
     /// model (the hand-over itself happens under the lock).
     pub(crate) want_p_since: std::sync::atomic::AtomicU64,
+    /// When a push into an M's inbox last woke that M from its park (ns,
+    /// `now_ns`): for `homed_spin`, which counts such an M as busy for a
+    /// moment. A hint: std atomic, outside loom's model.
+    pub(crate) homed_wake_ns: std::sync::atomic::AtomicU64,
     /// Tasks that have parked at least once (shutdown cancels them).
     pub(crate) owned: OwnedTasks,
     /// This runtime's goroutine stacks (P caches refill from it). Not under
@@ -243,6 +247,7 @@ impl Shared {
             npidle: AtomicUsize::new(n),
             nmspinning: AtomicUsize::new(0),
             want_p_since: std::sync::atomic::AtomicU64::new(0),
+            homed_wake_ns: std::sync::atomic::AtomicU64::new(0),
             owned: OwnedTasks::new(cap),
             #[cfg(not(loom))]
             stacks: {

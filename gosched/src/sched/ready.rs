@@ -144,7 +144,13 @@ impl Shared {
                     // SAFETY: every M of this runtime stays in `self.machines`
                     // (an `Arc`) for the runtime's life, and `self` is alive.
                     let home = unsafe { &*home };
-                    home.push_remote(task);
+                    if home.push_remote(task) {
+                        // Woken from its park: `homed_spin`'s hint.
+                        self.homed_wake_ns.store(
+                            super::timers::now_ns(),
+                            std::sync::atomic::Ordering::Relaxed,
+                        );
+                    }
                     // Readied from another M of ours: where its P may go
                     // when this poll ends ("Hand-off to the readied
                     // goroutine's M", `machine.rs`).
