@@ -440,7 +440,9 @@ mod loom_tests {
             if s.nmspinning.load(SeqCst) == 0 {
                 let idle = s.idle_ms.lock().unwrap().pop();
                 match idle {
-                    Some(p) => p.wake(),
+                    Some(p) => {
+                        p.wake();
+                    }
                     // wakep with no idle M creates one: model it by running the work here.
                     None => {
                         s.take();

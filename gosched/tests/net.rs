@@ -614,3 +614,77 @@ fn connect_and_bind_resolve_host_names() {
     });
     assert_ne!(within(&rt, 20, h), 0);
 }
+
+/// `connect_timeout` to a listener whose backlog is full (a blackhole: the
+/// kernel drops the SYNs; an unrouted address is not allowed here) fails
+/// with `TimedOut` near its timeout, and parks only its goroutine: another
+/// goroutine on the same single P keeps running meanwhile.
+#[test]
+fn connect_timeout_to_a_full_backlog_times_out() {
+    use std::net::{Ipv4Addr, SocketAddr};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+    use std::time::{Duration, Instant};
+
+    // A listener with a backlog of 0 that never accepts (std's `TcpListener`
+    // listens with 128, so libc).
+    // SAFETY: plain socket calls on a fresh fd and a zeroed, then filled,
+    // `sockaddr_in` whose size is passed along.
+    let (fd, addr) = unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let mut sa: libc::sockaddr_in = std::mem::zeroed();
+        sa.sin_family = libc::AF_INET as libc::sa_family_t;
+        sa.sin_addr.s_addr = u32::from(Ipv4Addr::LOCALHOST).to_be();
+        let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let p = &mut sa as *mut libc::sockaddr_in as *mut libc::sockaddr;
+        assert_eq!(libc::bind(fd, p, len), 0, "bind");
+        assert_eq!(libc::listen(fd, 0), 0, "listen");
+        assert_eq!(libc::getsockname(fd, p, &mut len), 0, "getsockname");
+        let port = u16::from_be(sa.sin_port);
+        (fd, SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+    };
+    // Fill the backlog: plain connects until one gets no answer.
+    let mut held = Vec::new();
+    loop {
+        match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            Ok(s) => held.push(s),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => break,
+            Err(e) => panic!("filling the backlog: {e}"),
+        }
+        assert!(held.len() < 64, "the backlog never filled");
+    }
+
+    let rt = common::rt(1);
+    let (ticks, stop) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (t2, s2) = (ticks.clone(), stop.clone());
+    let counter = rt.go(move || {
+        while !s2.load(Relaxed) {
+            t2.fetch_add(1, Relaxed);
+            gosched::yield_now();
+        }
+    });
+    let start = Instant::now();
+    let (r, during) = rt
+        .block_on(rt.go(move || {
+            let before = ticks.load(Relaxed);
+            let r = TcpStream::connect_timeout(&addr, Duration::from_millis(300)).map(drop);
+            (r, ticks.load(Relaxed) - before)
+        }))
+        .unwrap();
+    let took = start.elapsed();
+    stop.store(true, Relaxed);
+    rt.block_on(counter).unwrap();
+    let e = r.expect_err("a connect into a full backlog cannot complete");
+    assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}");
+    assert!(
+        took >= Duration::from_millis(290) && took < Duration::from_secs(5),
+        "timed out after {took:?}, for a 300 ms timeout"
+    );
+    assert!(during > 0, "the connect held the only P: nothing else ran");
+    drop(held);
+    // SAFETY: our fd, closed once.
+    unsafe { libc::close(fd) };
+}
