@@ -206,8 +206,8 @@ const HOMED_SPIN_NS: u64 = HOMED_SPIN.as_nanos() as u64;
 /// costs a futex wake and a park, about 10 us here: 4% at this slice.
 const M_SLICE: Duration = Duration::from_micros(250);
 /// `steal_queued`: the ring length from which an M about to poll takes the
-/// oldest tasks of a P whose M makes progress (W12 async: 16 lost msgs/s,
-/// 24-32 won both msgs/s and p99, 48-64 lost the p99 gain).
+/// oldest tasks of a P whose M makes progress (W12 async: a threshold of 16
+/// lost msgs/s, 24-32 won both msgs/s and p99, 48-64 lost the p99 gain).
 #[cfg(not(loom))]
 const STEAL_QUEUED_BACKLOG: usize = 32;
 /// ... and how many it takes: the few that would otherwise wait longest,
@@ -393,8 +393,7 @@ impl Machine {
 
     /// Another thread readies a task homed on this M: queue it and wake the M
     /// (a token: harmless if it is running, and it re-checks the inbox before
-    /// it parks).
-    /// True if the M was asleep (`wake`).
+    /// it parks). True if the M was asleep (`wake`).
     pub(crate) fn push_remote(&self, task: Task) -> bool {
         self.push_locked(lock(&self.inbox), task)
     }
