@@ -135,11 +135,12 @@ pub(super) const SEL_RETRY: usize = usize::MAX;
 /// The select timed out or was dropped: no arm may win any more.
 pub(super) const SEL_CANCELLED: usize = usize::MAX - 1;
 
-/// Whom to wake when a parked operation completes.
+/// Whom to wake when a parked `select` completes: shared by the waiters of
+/// all its arms (a single operation keeps its waker in its `Waiter`).
 #[derive(Debug)]
 pub struct Park {
-    /// Select only: `SEL_WAITING`, `arm + 1` of the arm that won, or one of the
-    /// `SEL_*` outcomes above. Single operations leave it at 0.
+    /// `SEL_WAITING`, `arm + 1` of the arm that won, or one of the `SEL_*`
+    /// outcomes above.
     pub(super) sel: AtomicUsize,
     waker: Mutex<Option<Waker>>,
 }
@@ -154,11 +155,7 @@ impl Park {
 
     /// Store the waker of the current poll. Call before reading the outcome.
     pub(super) fn set_waker(&self, waker: &Waker) {
-        let mut w = lock(&self.waker);
-        match &*w {
-            Some(old) if old.will_wake(waker) => {}
-            _ => *w = Some(waker.clone()),
-        }
+        store_waker(&mut lock(&self.waker), waker);
     }
 
     pub(super) fn wake(&self) {
@@ -166,6 +163,15 @@ impl Park {
         if let Some(w) = w {
             w.wake();
         }
+    }
+}
+
+/// Keep `slot`'s waker if it wakes the same task as `waker`, else store a
+/// clone of `waker`.
+fn store_waker(slot: &mut Option<Waker>, waker: &Waker) {
+    match slot {
+        Some(old) if old.will_wake(waker) => {}
+        _ => *slot = Some(waker.clone()),
     }
 }
 
@@ -316,12 +322,7 @@ impl<T> Waiter<T> {
         if s == WAITING {
             // SAFETY: under the channel lock, still WAITING: nobody completed
             // the waiter, so nobody takes the waker until we unlock.
-            cell.with_mut(|p| unsafe {
-                match &*p {
-                    Some(old) if old.will_wake(waker) => {}
-                    _ => *p = Some(waker.clone()),
-                }
-            });
+            cell.with_mut(|p| store_waker(unsafe { &mut *p }, waker));
         }
         s
     }

@@ -146,10 +146,7 @@ impl Shared {
                     let home = unsafe { &*home };
                     if home.push_remote(task) {
                         // Woken from its park: `homed_spin`'s hint.
-                        self.homed_wake_ns.store(
-                            super::timers::now_ns(),
-                            std::sync::atomic::Ordering::Relaxed,
-                        );
+                        self.homed_wake_ns.store(super::timers::now_ns(), Relaxed);
                     }
                     // Readied from another M of ours: where its P may go
                     // when this poll ends ("Hand-off to the readied

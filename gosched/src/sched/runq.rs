@@ -374,24 +374,13 @@ mod tests {
     fn steal_takes_ceil_half() {
         let victim = RunQueue::new();
         let thief = RunQueue::new();
-        for i in 0..7 {
-            // SAFETY: owner.
-            unsafe { victim.push_back(item(i), |_, _| unreachable!()) };
-        }
+        let (mut reports, mut spilled) = (Vec::new(), Vec::new());
+        push_all(&victim, 0..7, &mut reports, &mut spilled);
         // SAFETY: this thread owns `thief`.
         let first = unsafe { victim.steal_into(&thief, u32::MAX) }.unwrap();
         assert_eq!(take(first), 3);
-        assert_eq!(thief.len(), 3);
-        assert_eq!(victim.len(), 3);
-        // SAFETY: owner of both.
-        unsafe {
-            while let Some(p) = thief.pop() {
-                take(p);
-            }
-            while let Some(p) = victim.pop() {
-                take(p);
-            }
-        }
+        assert_eq!(drain(&thief).len(), 3);
+        assert_eq!(drain(&victim).len(), 3);
     }
 
     #[test]
