@@ -1739,12 +1739,11 @@ impl StackPool {
             / 2;
         let held = self.caches.load(Ordering::Relaxed) * CACHE_MAX_STACKS;
         let mut granted = 0;
-        GUARDS_COMMITTED
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
-                granted = budget.saturating_sub(c + held).min(grant);
-                (granted > 0).then_some(c + granted)
-            })
-            .map_err(|_| self.map_count_error())?;
+        update_relaxed(&GUARDS_COMMITTED, |c| {
+            granted = budget.saturating_sub(c + held).min(grant);
+            (granted > 0).then_some(c + granted)
+        })
+        .map_err(|_| self.map_count_error())?;
         Ok(granted)
     }
 
@@ -1927,12 +1926,11 @@ impl StackPool {
     fn reserve_guard(&self) -> bool {
         let max = self.config.max_map_count;
         let margin = self.config.map_margin;
-        GUARDED_STACKS
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |g| {
-                let next = g + 1;
-                (next.saturating_mul(2).saturating_add(margin) <= max).then_some(next)
-            })
-            .is_ok()
+        update_relaxed(&GUARDED_STACKS, |g| {
+            let next = g + 1;
+            (next.saturating_mul(2).saturating_add(margin) <= max).then_some(next)
+        })
+        .is_ok()
     }
 
     /// Releases the usable pages of a free stack and, in mprotect mode, its
@@ -2357,6 +2355,24 @@ impl StackCache {
 impl Default for StackCache {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// `AtomicUsize::fetch_update` (Relaxed), which newer toolchains deprecate
+/// for a name not yet stable on ours: stores `f(old)`, retrying with the new
+/// value when another thread changed it meanwhile; `Ok(old)`, or `Err(old)`
+/// once `f` returns `None`.
+fn update_relaxed(
+    a: &AtomicUsize,
+    mut f: impl FnMut(usize) -> Option<usize>,
+) -> Result<usize, usize> {
+    let mut old = a.load(Ordering::Relaxed);
+    loop {
+        let new = f(old).ok_or(old)?;
+        match a.compare_exchange_weak(old, new, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return Ok(old),
+            Err(now) => old = now,
+        }
     }
 }
 
