@@ -136,6 +136,57 @@ fn preemptions_retakes_and_hand_offs_are_counted() {
     );
 }
 
+/// A goroutine inside a call made in place shows its P as in a syscall (the
+/// P's word stays USER; its M's `in_call` says so), and as in a poll again
+/// once the call returns. sysmon is off: nothing retakes the P meanwhile.
+#[test]
+fn a_p_in_a_call_in_place_is_reported_in_syscall() {
+    let _s = serial();
+    let rt = gosched::Builder::new()
+        .procs(2)
+        .sysmon(false)
+        .build()
+        .unwrap();
+    let (entered_tx, entered) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel::<()>();
+    let (returned_tx, returned) = std::sync::mpsc::channel();
+    let (finish, finish_rx) = std::sync::mpsc::channel::<()>();
+    let g = rt.go(move || {
+        gosched::syscall_local(|| {
+            entered_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+        });
+        // Back in the poll, still on the P: a plain wait, not a call.
+        returned_tx.send(()).unwrap();
+        finish_rx.recv().unwrap();
+    });
+    entered.recv().unwrap();
+    let s = rt.stats();
+    let in_call: Vec<_> = s
+        .per_proc
+        .iter()
+        .filter(|p| p.state == PState::InSyscall)
+        .collect();
+    assert_eq!(in_call.len(), 1, "{:#?}", s.per_proc);
+    assert_eq!(s.in_syscall, 1);
+    assert!(in_call[0].syscalltick >= 1);
+    release.send(()).unwrap();
+    returned.recv().unwrap();
+    let s = rt.stats();
+    assert_eq!(s.in_syscall, 0, "{:#?}", s.per_proc);
+    assert_eq!(
+        s.per_proc
+            .iter()
+            .filter(|p| p.state == PState::InPoll)
+            .count(),
+        1,
+        "{:#?}",
+        s.per_proc
+    );
+    finish.send(()).unwrap();
+    rt.block_on(g).unwrap();
+}
+
 /// Under load (producers, consumers, sleepers on 2 Ps), every snapshot's
 /// parts add up to the live count, and none reports more runnable tasks
 /// than exist.

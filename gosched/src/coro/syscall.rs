@@ -10,8 +10,9 @@
 //!   (`sched/blocking.rs`) while the goroutine parks; the M runs the others
 //!   meanwhile, and the pool thread wakes the goroutine with the result (or
 //!   re-raises `f`'s panic in it). Costs two thread wake-ups (S2 below).
-//! * **In place** — `f` runs on the calling thread with the P marked SYSCALL
-//!   (`sched/syscall.rs`), Go's `entersyscall`: two CASes.
+//! * **In place** — `f` runs on the calling thread with its M marked as in
+//!   a call (`sched/syscall.rs`), Go's `entersyscall`: two plain stores and
+//!   a load; sysmon hands the P off if the call is slow.
 //!
 //! Which one: in place when nothing else is homed on the calling M (the
 //! goroutine is alone there, or all goroutines migrate, Go's mode), on a

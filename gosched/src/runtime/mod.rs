@@ -973,7 +973,8 @@ mod tests {
     /// Runtime calls and parks made from inside an in-place syscall (its
     /// `f`) leave no P behind: once everything is done, every P is idle
     /// again. (A runtime call inside `f` used to take a second P and leave
-    /// the first one USER with no owner; a park inside `f` left it SYSCALL.)
+    /// the first one USER with no owner; a park inside `f` once left it in a
+    /// SYSCALL state, retired since.)
     #[test]
     fn in_place_syscalls_that_spawn_or_park_leave_no_p_behind() {
         for procs in [1, 2] {

@@ -184,8 +184,8 @@ pub(crate) fn with_current_p<R>(shared: &Shared, f: impl FnOnce(Option<&Processo
         return f(Some(p));
     }
     if ctx.in_syscall.get() {
-        // A runtime call made by an in-place syscall's `f`: the P is marked
-        // SYSCALL (sysmon may take it any moment), so go P-less.
+        // A runtime call made by an in-place syscall's `f`: sysmon may take
+        // the P any moment (`syscall.rs`), so go P-less.
         return f(None);
     }
     match p.status.enter_runtime(ctx.pword.get()) {

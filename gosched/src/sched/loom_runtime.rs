@@ -19,6 +19,7 @@ use loom::thread;
 
 use super::config::Config;
 use super::context::EnterGuard;
+use super::processor::Processor;
 use super::task::JoinHandle;
 use super::Shared;
 use crate::park::block_on_thread;
@@ -267,16 +268,20 @@ fn join_handle_drop_races_completion() {
 }
 
 /// sysmon's side of a retake, as `sysmon_look` does it: wait until some P
-/// is in `state` (USER: a poll; SYSCALL: a call in place), CAS it to
-/// RETAKEN from the word seen, and hand it off. Gives up once `stop` is set.
-fn sysmon_retakes(rt: &Arc<Shared>, state: u8, stop: &AtomicBool) -> bool {
+/// is in USER and `when` says so (a poll; or a call in place, its M's
+/// `in_call`), CAS it to RETAKEN from the word seen, and hand it off. Gives
+/// up once `stop` is set.
+fn sysmon_retakes(rt: &Arc<Shared>, when: fn(&Processor) -> bool, stop: &AtomicBool) -> bool {
     loop {
         if stop.load(Acquire) {
             return false;
         }
         for (pi, p) in rt.procs.iter().enumerate() {
             let word = p.status.load_word();
-            if super::status::state_of(word) == state && p.status.retake(word) {
+            if super::status::state_of(word) == super::status::USER
+                && when(p)
+                && p.status.retake(word)
+            {
                 rt.handoffp(pi);
                 return true;
             }
@@ -297,10 +302,10 @@ fn retake_from_a_long_poll_hands_the_p_off() {
 }
 
 /// One P. Task A readies B (`runnext`) and then blocks in a call made in
-/// place (`syscall::in_place`, SYSCALL) that returns only once B has run.
-/// sysmon's SYSCALL → RETAKEN races the call's return (SYSCALL → USER):
-/// whichever wins, B runs, A completes, and an M that lost its P finishes
-/// its poll P-less.
+/// place (`syscall::in_place`: its M `in_call`, the P USER) that returns
+/// only once B has run. sysmon's USER → RETAKEN, made once it sees the M in
+/// the call, races the call's return and its load of the word: B runs, A
+/// completes, and the M that lost its P finishes its poll P-less.
 #[test]
 fn retake_from_a_syscall_races_its_return() {
     model(1, || b_runs_only_through_a_retake(true));
@@ -309,7 +314,7 @@ fn retake_from_a_syscall_races_its_return() {
 /// The two models above: on one P, task A spawns B into `runnext`, then
 /// waits for B in a poll that goes on (`in_syscall`: inside `in_place`,
 /// followed by a runtime call that must take the P back or find it gone).
-/// Only sysmon's retake (of USER, or of SYSCALL) can run B.
+/// Only sysmon's retake (of a poll, or of a call) can run B.
 fn b_runs_only_through_a_retake(in_syscall: bool) {
     let rt = runtime_with(1, 2);
     let enter = EnterGuard::new(&rt);
@@ -331,14 +336,14 @@ fn b_runs_only_through_a_retake(in_syscall: bool) {
             wait_for_b();
         }
     });
-    let state = if in_syscall {
-        super::status::SYSCALL
+    let when: fn(&Processor) -> bool = if in_syscall {
+        Processor::owner_in_call
     } else {
-        super::status::USER
+        |_| true
     };
     let stop = Arc::new(AtomicBool::new(false));
     let (rt3, s3) = (rt.clone(), stop.clone());
-    let sysmon = thread::spawn(move || sysmon_retakes(&rt3, state, &s3));
+    let sysmon = thread::spawn(move || sysmon_retakes(&rt3, when, &s3));
     block_on_thread(a).unwrap();
     stop.store(true, Release);
     assert!(sysmon.join().unwrap(), "B ran without a retake on one P");
@@ -368,7 +373,7 @@ fn hand_off_to_idle_races_an_m_parking() {
         let stop = Arc::new(AtomicBool::new(false));
         let (rt3, s3, g3) = (rt.clone(), stop.clone(), go_on.clone());
         let sysmon = thread::spawn(move || {
-            let took = sysmon_retakes(&rt3, super::status::USER, &s3);
+            let took = sysmon_retakes(&rt3, |_| true, &s3);
             g3.store(true, Release);
             took
         });

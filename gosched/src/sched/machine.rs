@@ -301,6 +301,13 @@ pub(crate) struct Machine {
     /// sysmon asks the task running here to yield (`preempt.rs`; a hint:
     /// std atomic, outside loom's model).
     pub(crate) preempt: std::sync::atomic::AtomicBool,
+    /// Inside a call made in place (`syscall.rs`): the P it holds stays USER
+    /// (`status.rs`, "Calls in place"), and this tells sysmon, thieves and
+    /// placement that the M is not about to run anything. Written by this M
+    /// only (a plain store on entry and return, or when the poll the call
+    /// parked in ends); read by others through `Processor::owner`, a hint:
+    /// std atomic, outside loom's model.
+    pub(crate) in_call: std::sync::atomic::AtomicBool,
     /// This M (the timer sleeper) is blocked in the netpoller, not on its
     /// parker: `wake` also wakes the poller. SeqCst: a Dekker pair with the
     /// inbox length (`push_locked` stores the length, then reads this; the
@@ -370,6 +377,7 @@ impl Machine {
             pless: std::sync::atomic::AtomicBool::new(false),
             homed: std::sync::atomic::AtomicUsize::new(0),
             preempt: std::sync::atomic::AtomicBool::new(false),
+            in_call: std::sync::atomic::AtomicBool::new(false),
             #[cfg(not(loom))]
             in_netpoll: std::sync::atomic::AtomicBool::new(false),
             #[cfg(not(loom))]
@@ -594,9 +602,10 @@ pub(crate) struct MachineCtx {
     /// Polls begun on this M (an in-place syscall tells whether the poll it
     /// entered in is still the current one: `syscall.rs`).
     pub(crate) poll_seq: Cell<u64>,
-    /// Inside an in-place syscall of the current poll: the P is SYSCALL, so
-    /// runtime calls made by the call itself go P-less (`with_current_p`)
-    /// and nothing preempts.
+    /// Inside an in-place syscall of the current poll (`Machine::in_call`
+    /// as this M sees it): runtime calls made by the call itself go P-less
+    /// (`with_current_p`), since sysmon may retake the P at any moment, and
+    /// nothing preempts.
     pub(crate) in_syscall: Cell<bool>,
     /// The G whose poll the timeline saw begin (`trace_start`).
     traced: Cell<(u64, bool)>,
@@ -962,7 +971,8 @@ impl MachineCtx {
         let mut out: Option<OtherMs> = None;
         for q in self.shared.procs.iter() {
             let m = q.owner.load(Acquire).cast_const();
-            if m.is_null() || m == me || !status::is_held_by_m(q.status.load()) {
+            if m.is_null() || m == me || !status::is_held_by_m(q.status.load()) || q.owner_in_call()
+            {
                 continue;
             }
             // SAFETY: `owner` points into `Shared::machines`, which keeps
@@ -1054,17 +1064,14 @@ impl MachineCtx {
         // The poll is over: take the P back, unless sysmon retook it. (The P
         // may not be the one we started with: a syscall or runtime call that
         // found it retaken may have taken an idle one, `lost_p_in_poll`.)
-        // A goroutine that parked inside an in-place syscall left the P in
-        // SYSCALL under our generation: still ours (`end_poll_in_syscall`).
-        let in_syscall = self.in_syscall.replace(false);
+        // A goroutine that parked inside an in-place syscall left `in_call`
+        // set: clear it (the rest of that call runs unmarked, in a later
+        // poll).
+        if self.in_syscall.replace(false) {
+            self.m.in_call.store(false, Relaxed);
+        }
         let p = match self.p.get() {
-            Some(pi)
-                if self.proc(pi).status.end_poll(self.pword.get())
-                    || (in_syscall
-                        && self.proc(pi).status.end_poll_in_syscall(self.pword.get())) =>
-            {
-                Some(self.proc(pi))
-            }
+            Some(pi) if self.proc(pi).status.end_poll(self.pword.get()) => Some(self.proc(pi)),
             _ => {
                 self.p.set(None);
                 // The P was retaken: not ours to give at our next schedule.
@@ -1552,7 +1559,7 @@ impl MachineCtx {
                     ptr::null_mut()
                 };
                 if !next.is_null() {
-                    if status::is_held_by_m(v.status.load()) {
+                    if status::is_held_by_m(v.status.load()) && !v.owner_in_call() {
                         // The victim most likely readied that G and is about to
                         // block: let it run it. Steal only if the victim stayed in
                         // one poll for the whole wait and `runnext` still holds the
@@ -1666,7 +1673,7 @@ impl MachineCtx {
     /// that it runs, and put its mask back once it did ("A preempted
     /// home"; else it restores the mask itself at its next schedule). Left alone: an
     /// M that keeps its core (a long-running goroutine: sysmon's business),
-    /// one in a call (its P in SYSCALL) or running a locked goroutine; and
+    /// one in a call made in place (`in_call`) or running a locked goroutine; and
     /// we do not pull while spinning (Ms that spin must not sleep). Only a
     /// stall this long pays the two reads of its CPU clock.
     #[cfg(not(loom))]
@@ -1702,11 +1709,8 @@ impl MachineCtx {
                     .pin
                     .cpu_time_ns()
                     .map_or(u64::MAX, |c| c.saturating_sub(cpu));
-                let in_call = self.shared.procs.iter().any(|v| {
-                    ptr::eq(v.owner.load(Acquire), m) && v.status.load() == status::SYSCALL
-                });
                 if ran < (now - at) / 2
-                    && !in_call
+                    && !m.in_call.load(Relaxed)
                     && !self.spinning.get()
                     && !m.locked_hint.load(Relaxed)
                     && m.pin.pull_here()

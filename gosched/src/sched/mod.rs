@@ -18,7 +18,7 @@
 //! | `timers/` | per-P timer heaps, the clock, the `Sleep` future, the timer sleeper's glue |
 //! | `context.rs` | which runtime/M/P the calling thread belongs to; the global runtime |
 //! | `fault.rs` | a panic in user code the scheduler calls (wakers): caught and reported |
-//! | `syscall.rs` | a blocking call made in place: USER → SYSCALL → USER |
+//! | `syscall.rs` | a blocking call made in place: the M's `in_call`, the P stays USER |
 //! | `lockos.rs` | `lock_os_thread`: a locked M runs only its homed goroutines and gives its P away while they park |
 //! | `procresize.rs` | `set_procs`: Ps made live or DEAD on a running runtime |
 //! | `cgroup.rs` | the default procs from the cgroup CPU quota |

@@ -68,7 +68,7 @@ pub(crate) fn requested() -> bool {
 fn requested_here() -> bool {
     context::current().is_some_and(|ctx| {
         // Never inside an in-place syscall's `f`: a yield there would park
-        // the goroutine with its P marked SYSCALL.
+        // the goroutine in the middle of its call (its M `in_call`).
         ctx.in_poll.get() && !ctx.in_syscall.get() && ctx.m.preempt.load(Relaxed)
     })
 }

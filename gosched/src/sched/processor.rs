@@ -11,7 +11,8 @@
 //! - `runq` head and `runnext` may be taken by any M (stealing), by CAS.
 //! - `timers` has its own lock; any M may run a P's due timers.
 //! - `schedtick` (time slices started) and `syscalltick` (in-place syscalls
-//!   entered) are written by the owner, read by anyone (sysmon, schedtrace).
+//!   entered) are written by the owner, read by anyone (sysmon, schedtrace);
+//!   whether the owner is inside such a call now is its M's `in_call`.
 //! - `execs` (polls started, runnext ones included) is written by the owner and
 //!   read by thieves: a thief takes a running P's `runnext` only if `execs` did
 //!   not move during its wait, i.e. the victim has been stuck in one poll.
@@ -93,6 +94,17 @@ const EAGER_READIES: u32 = 64;
 pub(crate) const ID_BATCH: u64 = 16;
 
 impl Processor {
+    /// Whether the M holding this P is inside a call made in place
+    /// (`Machine::in_call`): the P reads USER but nothing runs on it until
+    /// the call returns. A hint, as `owner` is.
+    #[inline]
+    pub(crate) fn owner_in_call(&self) -> bool {
+        let m = self.owner.load(Acquire);
+        // SAFETY: `owner` is null or points into `Shared::machines`, which
+        // keeps every `Machine` for the runtime's life (see `owner`).
+        !m.is_null() && unsafe { &*m }.in_call.load(Relaxed)
+    }
+
     /// Record the M that holds (or is about to hold) this P, for placement.
     #[inline]
     pub(crate) fn set_owner(&self, m: &std::sync::Arc<super::machine::Machine>) {

@@ -24,7 +24,7 @@
 //!
 //! * the M in its schedule loop (`find_runnable`'s top: `release_dying_p`);
 //! * an M giving its P back (`pidleput` kills instead of idling);
-//! * sysmon, which retakes a dying P in USER or SYSCALL at once, and
+//! * sysmon, which retakes a dying P in USER (a poll or a call) at once, and
 //!   `handoffp`, which kills a dying P instead of handing it on.
 //!
 //! Whoever kills a P owns it (RUNNING or RETAKEN): it moves `runnext` and the

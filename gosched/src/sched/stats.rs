@@ -19,8 +19,8 @@
 //! after a steal, so a steal from the thief's own ring in between (by a
 //! third M) makes both sides count a little less. `running` counts Ps in a
 //! poll: a goroutine in an in-place syscall or running P-less after a
-//! retake counts as `parked`, and `in_syscall` counts only Ps still in
-//! SYSCALL (a call whose P sysmon retook drops out). Schedtrace lines come
+//! retake counts as `parked`, and `in_syscall` counts only Ps whose M is
+//! in a call (`Machine::in_call`; a call whose P sysmon retook drops out). Schedtrace lines come
 //! from sysmon: none with `Builder::sysmon(false)` / `GOSCHED_SYSMON=0`.
 //!
 //! The counters are std atomics, outside loom's model: statistics, never
@@ -136,7 +136,6 @@ impl PState {
             status::IDLE => PState::Idle,
             status::RUNNING => PState::Running,
             status::USER => PState::InPoll,
-            status::SYSCALL => PState::InSyscall,
             status::RETAKEN => PState::Retaken,
             _ => PState::Dead,
         }
@@ -281,7 +280,10 @@ impl Shared {
             .enumerate()
             .map(|(id, p)| ProcStats {
                 id,
-                state: PState::of(p.status.load()),
+                state: match p.status.load() {
+                    status::USER if p.owner_in_call() => PState::InSyscall,
+                    st => PState::of(st),
+                },
                 runq: p.runq.len(),
                 runnext: !p
                     .runnext

@@ -2,25 +2,26 @@
 //!
 //! ```text
 //! IDLE ──acquire──▶ RUNNING ──poll starts──▶ USER ──poll ends (CAS)──▶ RUNNING
-//!                      │                       │  ▲
-//!                      │               runtime │  │ runtime call ends
-//!                      │          call (CAS)   ▼  │
-//!                      │                     RUNNING
-//!                      └──syscall()──▶ SYSCALL ──returns (CAS)──▶ RUNNING
-//! sysmon: CAS USER→RETAKEN or SYSCALL→RETAKEN, then hand the P to another M.
+//!                                            │  ▲
+//!                                    runtime │  │ runtime call ends
+//!                               call (CAS)   ▼  │
+//!                                          RUNNING
+//! sysmon: CAS USER→RETAKEN, then hand the P to another M.
 //! set_procs shrinking: IDLE → DEAD (under the scheduler lock); growing: DEAD → IDLE.
 //! ```
 //!
-//! `syscall()` is called from inside a poll, so in practice it goes USER → SYSCALL
-//! → USER (both by CAS, see `syscall.rs`); the poll's end then CASes USER → RUNNING.
+//! A call made in place (`syscall.rs`) leaves the word USER: "in a call"
+//! is the M's own flag (`Machine::in_call`), which sysmon reads to choose
+//! its policy (`sysmon.rs`), and the M learns whether it still holds the P
+//! by loading the word when the call returns. See "Calls in place" below.
 //!
 //! Each state says who owns the P and who may move it out (Go's `runtime2.go`
 //! P-status comments are the model); see the constants. The general rules:
 //! - A plain store is allowed only from a state nobody else may change: RUNNING
 //!   (its owner) and IDLE/DEAD (under the scheduler lock).
-//! - USER and SYSCALL are left only by CAS, because two parties race there: the
-//!   owning M (poll or syscall ends, or a runtime call from inside the poll) and
-//!   sysmon (retake). Exactly one CAS wins.
+//! - USER is left only by CAS, because two parties race there: the owning M
+//!   (the poll ends, or a runtime call from inside the poll) and sysmon
+//!   (retake). Exactly one CAS wins.
 //! - An M whose CAS fails has lost its P: it finishes what it is doing P-less
 //!   (global queue, global timers, global stack pool) and then looks for an idle
 //!   P or parks, as Go's `exitsyscall` does.
@@ -43,11 +44,24 @@
 //! changes the generation: every other transition is made by the owner or
 //! under the scheduler lock, from a state nobody else may change.
 //!
-//! Go 1.26 retired `_Psyscall` (now `_Psyscall_unused`) and tells "in a
-//! syscall" from the goroutine's state instead, so that `entersyscall` need not
-//! touch the P. We keep SYSCALL in the P word: our `syscall(f)` is an explicit
-//! call from inside a poll, a CAS on a word the M already owns, and it gives
-//! sysmon one word to CAS for both hand-off cases.
+//! # Calls in place (no SYSCALL state)
+//!
+//! Until 2026-11-29 a call in place moved the P USER → SYSCALL and back, a
+//! CAS each way: 10 of S2's 85 ns per `getppid` (Go's 81 makes two CASes
+//! too, on the goroutine's status). Go 1.26 retired `_Psyscall`
+//! (`_Psyscall_unused`) and tells "in a syscall" from the goroutine instead;
+//! we tell it from the M (`Machine::in_call`, a plain store each way), and
+//! the word stays USER, which sysmon may retake at any time anyway. So:
+//! - entering a call writes nothing here;
+//! - sysmon retakes a P in a call as it retakes one in a long poll (CAS
+//!   USER → RETAKEN from the word it saw), only sooner (`sysmon.rs`);
+//! - the returning M loads the word (`still_ours`): if the generation moved
+//!   it lost the P (Go's `exitsyscall` slow path). If it reads as ours, the
+//!   M goes on in USER: a retake right after is found, as in any poll, by its
+//!   next CAS. Nothing is lost by a load instead of a CAS, because in USER
+//!   the M touches the P's local state only after `enter_runtime`'s CAS.
+//!
+//! Value 3 was SYSCALL's; it is left unused, so the others keep their numbers.
 
 use crate::loom::sync::atomic::{AtomicU64, Ordering::*};
 
@@ -55,17 +69,14 @@ use crate::loom::sync::atomic::{AtomicU64, Ordering::*};
 /// under the scheduler lock (`pidleget`: → RUNNING; `set_procs`: → DEAD).
 pub(crate) const IDLE: u8 = 0;
 /// Held by an M running scheduler code (not inside a poll). Owner: that M, the
-/// only one that may change it (plain stores: → USER, SYSCALL, IDLE).
+/// only one that may change it (plain stores: → USER, IDLE, RETAKEN).
 pub(crate) const RUNNING: u8 = 1;
-/// Held by an M inside a task's poll (user code). Owner: that M; moved out by
-/// CAS only: by the M (→ RUNNING: poll ends or a runtime call; → SYSCALL) or by
-/// sysmon (→ RETAKEN).
+/// Held by an M inside a task's poll (user code, a call made in place
+/// included). Owner: that M; moved out by CAS only: by the M (→ RUNNING: poll
+/// ends or a runtime call) or by sysmon (→ RETAKEN).
 pub(crate) const USER: u8 = 2;
-/// Held by an M inside `syscall(f)`. Owner: that M while `f` runs; moved out by
-/// CAS only: the M (→ USER when `f` returns) or sysmon (→ RETAKEN).
-pub(crate) const SYSCALL: u8 = 3;
-/// Taken from an M stuck in USER or SYSCALL — by sysmon, or by the M itself
-/// before a call known to block (`in_place_blocking`) or when it is locked
+/// Taken from an M stuck in USER (a long poll, a call in place) — by
+/// sysmon, or by the M itself before a call known to block (`in_place_blocking`) or when it is locked
 /// (`lockos.rs`). Owner: whoever took it, which hands it to another M or the
 /// idle list (`Shared::handoffp`). An old M finds out at its next CAS (the
 /// generation moved) and goes P-less.
@@ -101,8 +112,7 @@ pub(crate) enum EnterRuntime {
     Nested,
     /// USER → RUNNING succeeded; the caller must store USER when its call ends.
     Entered,
-    /// The P is not ours in USER any more (retaken; or marked SYSCALL by
-    /// an in-place call, whose runtime calls `with_current_p` keeps P-less).
+    /// The P is not ours in USER any more (retaken).
     Retaken,
 }
 
@@ -167,44 +177,18 @@ impl PStatus {
             .is_ok()
     }
 
-    /// Owner: the poll ends while a goroutine it ran is parked inside an
-    /// in-place syscall (SYSCALL under our generation: still ours). False:
-    /// retaken.
+    /// Owner, inside a poll (a call in place has just returned): whether the
+    /// P is still ours in USER under `user`'s generation. A load: see "Calls
+    /// in place".
     #[inline]
-    #[must_use]
-    pub(crate) fn end_poll_in_syscall(&self, user: u64) -> bool {
-        let syscall = (user & !STATE_MASK) | SYSCALL as u64;
-        let running = (user & !STATE_MASK) | RUNNING as u64;
-        self.0
-            .compare_exchange(syscall, running, AcqRel, Acquire)
-            .is_ok()
+    pub(crate) fn still_ours(&self, user: u64) -> bool {
+        self.0.load(Acquire) == user
     }
 
-    /// Owner, inside a poll: USER → SYSCALL (Go's `entersyscall`). False if
-    /// the P is not ours in USER (retaken, or a nested runtime call).
-    #[inline]
-    pub(crate) fn enter_syscall(&self, user: u64) -> bool {
-        let syscall = (user & !STATE_MASK) | SYSCALL as u64;
-        self.0
-            .compare_exchange(user, syscall, AcqRel, Acquire)
-            .is_ok()
-    }
-
-    /// Owner: SYSCALL → USER when `f` returns. False if sysmon retook the P
-    /// meanwhile.
-    #[inline]
-    #[must_use]
-    pub(crate) fn exit_syscall(&self, user: u64) -> bool {
-        let syscall = (user & !STATE_MASK) | SYSCALL as u64;
-        self.0
-            .compare_exchange(syscall, user, AcqRel, Acquire)
-            .is_ok()
-    }
-
-    /// sysmon: take a P whose word it read as `seen` (state USER or SYSCALL),
-    /// bumping the generation. True if it now owns the P (RETAKEN).
+    /// sysmon: take a P whose word it read as `seen` (state USER), bumping
+    /// the generation. True if it now owns the P (RETAKEN).
     pub(crate) fn retake(&self, seen: u64) -> bool {
-        debug_assert!(matches!(state_of(seen), USER | SYSCALL));
+        debug_assert_eq!(state_of(seen), USER);
         let retaken = ((seen & !STATE_MASK) + GEN_ONE) | RETAKEN as u64;
         self.0
             .compare_exchange(seen, retaken, AcqRel, Acquire)
@@ -231,7 +215,7 @@ mod loom_tests {
             let (s2, o2) = (st.clone(), owners.clone());
             let sysmon = thread::spawn(move || {
                 let seen = s2.load_word();
-                if matches!(state_of(seen), USER | SYSCALL) && s2.retake(seen) {
+                if state_of(seen) == USER && s2.retake(seen) {
                     o2.fetch_add(1, SeqCst);
                     // Hand it to another M, which starts a poll: the word
                     // reads USER again, under a new generation.
@@ -242,7 +226,8 @@ mod loom_tests {
                     false
                 }
             });
-            // Inside the poll: a runtime call, a syscall, then the poll ends.
+            // Inside the poll: a runtime call, a call in place (its return
+            // checks the word), then the poll ends.
             let mut m_owns = match st.enter_runtime(user) {
                 EnterRuntime::Entered => {
                     st.store(USER);
@@ -251,8 +236,8 @@ mod loom_tests {
                 EnterRuntime::Nested => unreachable!(),
                 EnterRuntime::Retaken => false,
             };
-            if m_owns && st.enter_syscall(user) {
-                m_owns = st.exit_syscall(user);
+            if m_owns {
+                m_owns = st.still_ours(user);
             }
             if m_owns {
                 m_owns = st.end_poll(user);

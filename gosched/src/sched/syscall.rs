@@ -2,17 +2,21 @@
 //! call off, `coro/syscall.rs`; `gosched::syscall_local` always): run it on
 //! the calling M without pretending it is scheduler work.
 //!
-//! Protocol (Go's `entersyscall` / `exitsyscall`, on the P status word of
-//! `status.rs`): on entry the P goes USER → SYSCALL (a CAS on the word the
-//! poll began with: sysmon may have retaken it already) and `syscalltick`
-//! counts the call; `f` runs; on exit the M CASes SYSCALL → USER. If that
-//! fails, sysmon saw the P in SYSCALL for a whole tick of the same call and
-//! handed it to another M (`sysmon.rs`, item 1). Then, as Go's `exitsyscall`
-//! slow path: the M takes an idle P if there is one and goes on with the
-//! poll on it (`MachineCtx::lost_p_in_poll`); else it is P-less for the rest
-//! of the poll — a goroutine yields at once (`coro/syscall.rs`), so it waits
-//! for a P with its M on the want-P list, and an async task finishes its poll
+//! Protocol (Go's `entersyscall` / `exitsyscall`; `status.rs`, "Calls in
+//! place"): on entry the M counts the call in its P's `syscalltick` and sets
+//! its own `in_call` (plain stores; the P's word stays USER); `f` runs; on
+//! return it clears `in_call` and loads the P's word. If the generation
+//! moved, sysmon saw the M in the same call for a whole tick and handed the
+//! P to another M (`sysmon.rs`, item 1). Then, as Go's `exitsyscall` slow
+//! path: the M takes an idle P if there is one and goes on with the poll on
+//! it (`MachineCtx::lost_p_in_poll`); else it is P-less for the rest of the
+//! poll — a goroutine yields at once (`coro/syscall.rs`), so it waits for a
+//! P with its M on the want-P list, and an async task finishes its poll
 //! P-less, after which the M looks for an idle P or parks (`machine.rs`).
+//!
+//! The call's own runtime calls go P-less (`with_current_p` checks
+//! `in_syscall`): sysmon may retake the P at any moment, and a call of our
+//! own could not tell sysmon it is no longer blocked.
 
 use super::context;
 use super::machine::MachineCtx;
@@ -28,14 +32,12 @@ pub(crate) fn in_place<R>(f: impl FnOnce() -> R) -> R {
             return None; // scheduler code, or a syscall inside a syscall
         }
         let p = &ctx.shared.procs[pi];
-        // Owner-only counter, bumped before the state says SYSCALL: sysmon
-        // must never pair a new call with the previous call's tick.
+        let user = ctx.pword.get();
+        // Owner-only counter, bumped before `in_call` says so: sysmon must
+        // never pair a new call with the previous call's tick.
         p.syscalltick
             .store(p.syscalltick.load(Relaxed).wrapping_add(1), Relaxed);
-        let user = ctx.pword.get();
-        if !p.status.enter_syscall(user) {
-            return None;
-        }
+        ctx.m.in_call.store(true, Relaxed);
         ctx.in_syscall.set(true);
         if crate::trace::on() {
             ctx.shared.trace(pi, crate::trace::Ev::SyscallEnter);
@@ -51,8 +53,8 @@ pub(crate) fn in_place<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// An in-place call in progress: the P it marked SYSCALL, the word it
-/// entered with, and the poll it entered in.
+/// An in-place call in progress: the P it was made on, the word of the
+/// poll it was made in, and that poll.
 struct Entered {
     ctx: &'static MachineCtx,
     pi: usize,
@@ -60,8 +62,8 @@ struct Entered {
     poll: u64,
 }
 
-// Leaves the syscall state also when `f` panics (the poll goes on: the
-// panic may be caught, or becomes the task's `JoinError`).
+// Leaves the call also when `f` panics (the poll goes on: the panic may be
+// caught, or becomes the task's `JoinError`).
 impl Drop for Entered {
     fn drop(&mut self) {
         // A goroutine that parked inside `f` may resume on another M (in a
@@ -71,15 +73,16 @@ impl Drop for Entered {
             return;
         };
         if ctx.poll_seq.get() != self.poll {
-            // `f` parked the goroutine: the poll it entered in has
-            // ended, and `execute` settled that P (`end_poll_in_syscall`).
+            // `f` parked the goroutine: the poll it entered in has ended,
+            // and `execute` cleared `in_call` then.
             return;
         }
         ctx.in_syscall.set(false);
+        ctx.m.in_call.store(false, Relaxed);
         if crate::trace::on() {
             ctx.shared.trace(self.pi, crate::trace::Ev::SyscallExit);
         }
-        if !ctx.shared.procs[self.pi].status.exit_syscall(self.user) {
+        if ctx.p.get() == Some(self.pi) && !ctx.shared.procs[self.pi].status.still_ours(self.user) {
             // Retaken: Go's `exitsyscall` slow path.
             ctx.lost_p_in_poll();
         }

@@ -4,12 +4,12 @@
 //! task; it reads the Ps' status words and counters and acts on three
 //! things:
 //!
-//! 1. **A P stuck in a system call** (state SYSCALL, the same call —
-//!    `syscalltick` unchanged — for at least one sysmon tick): if the P has
-//!    queued work, or nobody spins and no P is idle, or the call has lasted
-//!    10 ms, sysmon retakes it (CAS SYSCALL → RETAKEN) and hands it off
-//!    (`handoffp`). The M in the call finds out when it returns (its CAS
-//!    fails: `syscall.rs`) and goes P-less.
+//! 1. **A P stuck in a system call** (state USER with its M `in_call`,
+//!    the same call — `syscalltick` unchanged — for at least one sysmon
+//!    tick): if the P has queued work, or nobody spins and no P is idle, or
+//!    the call has lasted 10 ms, sysmon retakes it (CAS USER → RETAKEN) and
+//!    hands it off (`handoffp`). The M in the call finds out when it returns
+//!    (the word's generation moved: `syscall.rs`) and goes P-less.
 //! 2. **A long time slice** (state USER, `schedtick` unchanged for
 //!    `FORCE_PREEMPT`): sysmon asks the M's task to yield at its next
 //!    runtime call (`preempt.rs`). If one poll (`execs` unchanged) has run
@@ -379,12 +379,14 @@ impl Shared {
             match state_of(word) {
                 // `set_procs` shrank below it: take it now, to die (if the
                 // CAS fails, the P moved on; the next look sees it again).
-                status::SYSCALL | status::USER if self.p_dying(pi) && p.status.retake(word) => {
+                status::USER if self.p_dying(pi) && p.status.retake(word) => {
                     look.acted = true;
                     self.trace_retake(pi, crate::trace::Retake::Dying);
                     self.handoffp(pi);
                 }
-                status::SYSCALL => {
+                // In a call made in place (`syscall.rs`): its M runs
+                // nothing else until the call returns.
+                status::USER if p.owner_in_call() => {
                     look.any_running = true;
                     let t = p.syscalltick.load(Relaxed);
                     if rec.syscalltick != t {
