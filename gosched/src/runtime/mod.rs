@@ -971,18 +971,28 @@ mod tests {
     }
 
     /// Runtime calls and parks made from inside an in-place syscall (its
-    /// `f`) leave no P behind: once everything is done, every P is idle
-    /// again. (A runtime call inside `f` used to take a second P and leave
-    /// the first one USER with no owner; a park inside `f` once left it in a
-    /// SYSCALL state, retired since.)
+    /// `f`), and in-place syscalls made from inside a runtime call (a value
+    /// dropped while the P is held, as a failed spawn drops its closure),
+    /// leave no P behind: once everything is done, every P is idle again.
+    /// (A runtime call inside `f` used to take a second P and leave the
+    /// first one USER with no owner; a park inside `f` once left it in a
+    /// SYSCALL state, retired since; a call marked inside a runtime call
+    /// took its RUNNING P for lost on return, and with 1 P hung.)
     #[test]
     fn in_place_syscalls_that_spawn_or_park_leave_no_p_behind() {
-        for procs in [1, 2] {
+        // 2 first: a P left behind fails the check; with 1 it would hang.
+        for procs in [2, 1] {
             let rt = Builder::new().procs(procs).build().unwrap();
             rt.block_on(rt.go(|| {
                 for _ in 0..20 {
                     crate::syscall_local(|| {
                         crate::go(|| ());
+                    });
+                }
+                for _ in 0..20 {
+                    crate::sched::context::with_current_and_p(|_, p| {
+                        assert!(p.is_some(), "a goroutine's runtime call holds its P");
+                        crate::syscall_local(|| ());
                     });
                 }
                 let ch = crate::chan::<u32>(0);

@@ -304,8 +304,11 @@ fn retake_from_a_long_poll_hands_the_p_off() {
 /// One P. Task A readies B (`runnext`) and then blocks in a call made in
 /// place (`syscall::in_place`: its M `in_call`, the P USER) that returns
 /// only once B has run. sysmon's USER → RETAKEN, made once it sees the M in
-/// the call, races the call's return and its load of the word: B runs, A
-/// completes, and the M that lost its P finishes its poll P-less.
+/// the call, always comes before the call's return (only B, which needs the
+/// P, ends the call): the return's load of the word finds the P gone, A
+/// completes (its runtime call after the call goes P-less), and nothing is
+/// lost. (The race of a retake with a return is `status.rs`'s
+/// `retake_vs_poll_end`.)
 #[test]
 fn retake_from_a_syscall_races_its_return() {
     model(1, || b_runs_only_through_a_retake(true));

@@ -304,9 +304,10 @@ pub(crate) struct Machine {
     /// Inside a call made in place (`syscall.rs`): the P it holds stays USER
     /// (`status.rs`, "Calls in place"), and this tells sysmon, thieves and
     /// placement that the M is not about to run anything. Written by this M
-    /// only (a plain store on entry and return, or when the poll the call
-    /// parked in ends); read by others through `Processor::owner`, a hint:
-    /// std atomic, outside loom's model.
+    /// only (a plain store on entry, Release after the P's `syscalltick`;
+    /// on return, or when the poll the call parked in ends); read by others
+    /// through `Processor::owner` (Acquire), a hint: std atomic, outside
+    /// loom's model.
     pub(crate) in_call: std::sync::atomic::AtomicBool,
     /// This M (the timer sleeper) is blocked in the netpoller, not on its
     /// parker: `wake` also wakes the poller. SeqCst: a Dekker pair with the

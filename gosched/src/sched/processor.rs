@@ -102,7 +102,7 @@ impl Processor {
         let m = self.owner.load(Acquire);
         // SAFETY: `owner` is null or points into `Shared::machines`, which
         // keeps every `Machine` for the runtime's life (see `owner`).
-        !m.is_null() && unsafe { &*m }.in_call.load(Relaxed)
+        !m.is_null() && unsafe { &*m }.in_call.load(Acquire)
     }
 
     /// Record the M that holds (or is about to hold) this P, for placement.

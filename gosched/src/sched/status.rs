@@ -52,7 +52,9 @@
 //! (`_Psyscall_unused`) and tells "in a syscall" from the goroutine instead;
 //! we tell it from the M (`Machine::in_call`, a plain store each way), and
 //! the word stays USER, which sysmon may retake at any time anyway. So:
-//! - entering a call writes nothing here;
+//! - entering a call writes nothing here; it loads the word and marks the
+//!   call only if the P is ours in USER (not inside a runtime call, which
+//!   holds it RUNNING, nor after a retake);
 //! - sysmon retakes a P in a call as it retakes one in a long poll (CAS
 //!   USER → RETAKEN from the word it saw), only sooner (`sysmon.rs`);
 //! - the returning M loads the word (`still_ours`): if the generation moved
@@ -250,6 +252,7 @@ mod loom_tests {
             assert_ne!(m_owns, sysmon_owns);
             // After a retake, the old M's word never matches again (ABA).
             if sysmon_owns {
+                assert!(!st.still_ours(user));
                 assert_eq!(st.enter_runtime(user), EnterRuntime::Retaken);
                 assert!(!st.end_poll(user));
             } else {

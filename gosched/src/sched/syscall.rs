@@ -3,7 +3,8 @@
 //! the calling M without pretending it is scheduler work.
 //!
 //! Protocol (Go's `entersyscall` / `exitsyscall`; `status.rs`, "Calls in
-//! place"): on entry the M counts the call in its P's `syscalltick` and sets
+//! place"): on entry, if its P is still its own in USER (a load), the M
+//! counts the call in its P's `syscalltick` and sets
 //! its own `in_call` (plain stores; the P's word stays USER); `f` runs; on
 //! return it clears `in_call` and loads the P's word. If the generation
 //! moved, sysmon saw the M in the same call for a whole tick and handed the
@@ -20,10 +21,10 @@
 
 use super::context;
 use super::machine::MachineCtx;
-use crate::loom::sync::atomic::Ordering::Relaxed;
+use crate::loom::sync::atomic::Ordering::{Relaxed, Release};
 
 /// Run `f`, a call that may block the OS thread, on the calling thread,
-/// marking the P as in a system call so the runtime can hand the P to another
+/// marking the M as in a system call so the runtime can hand its P to another
 /// thread if `f` is slow. Outside the runtime it just calls `f`.
 pub(crate) fn in_place<R>(f: impl FnOnce() -> R) -> R {
     let entered = context::current().and_then(|ctx| {
@@ -33,11 +34,21 @@ pub(crate) fn in_place<R>(f: impl FnOnce() -> R) -> R {
         }
         let p = &ctx.shared.procs[pi];
         let user = ctx.pword.get();
-        // Owner-only counter, bumped before `in_call` says so: sysmon must
-        // never pair a new call with the previous call's tick.
+        // Only a P that is ours in USER: not one retaken already (the next
+        // CAS finds out), nor one held RUNNING by a runtime call that made
+        // this call (`with_current_p`'s `entered`; its end stores USER back
+        // on a P the return's `still_ours` would take for lost). A load:
+        // nobody but us can move the word from RUNNING, and a retake of USER
+        // after it is what the return checks for.
+        if !p.status.still_ours(user) {
+            return None;
+        }
+        // Owner-only counter, bumped before `in_call` says so (Release,
+        // paired with sysmon's Acquire in `owner_in_call`): sysmon must never
+        // pair a new call with the previous call's tick.
         p.syscalltick
             .store(p.syscalltick.load(Relaxed).wrapping_add(1), Relaxed);
-        ctx.m.in_call.store(true, Relaxed);
+        ctx.m.in_call.store(true, Release);
         ctx.in_syscall.set(true);
         if crate::trace::on() {
             ctx.shared.trace(pi, crate::trace::Ev::SyscallEnter);
