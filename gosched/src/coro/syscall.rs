@@ -73,9 +73,9 @@ use crate::sched::syscall::{homed_on_this_m, in_place, in_place_blocking, lost_p
 /// M. When others are homed there and this call site's calls have been slow
 /// (10 µs or more on average) or never measured, `f` runs on a pool thread
 /// while only this goroutine parks; otherwise it runs in place with its
-/// thread marked as in a system call (a site of fast calls learns that after a
-/// call or two). Outside the runtime it just calls `f`. A panic in `f` is
-/// raised in the caller.
+/// thread marked as in a system call (a site of fast calls learns that
+/// after a call or two). Outside the runtime it just calls `f`. A panic in
+/// `f` is raised in the caller.
 ///
 /// `f` and its result must be `Send` (they may cross to the pool thread);
 /// [`syscall_local`] takes any `f` and always runs it in place.
@@ -231,9 +231,9 @@ fn folded(old: u32, ns: u32) -> Option<u32> {
 }
 
 /// Run `f`, a call that may block, on the calling thread, which is marked as
-/// in a system call meanwhile. Unlike [`syscall`] it never hands `f` to another thread,
-/// so `f` need not be `Send`, but while it blocks, the other goroutines homed
-/// on the calling M wait too.
+/// in a system call meanwhile. Unlike [`syscall`] it never hands `f` to
+/// another thread, so `f` need not be `Send`, but while it blocks, the other
+/// goroutines homed on the calling M wait too.
 ///
 /// ```
 /// use std::rc::Rc;

@@ -20,8 +20,9 @@
 //! third M) makes both sides count a little less. `running` counts Ps in a
 //! poll: a goroutine in an in-place syscall or running P-less after a
 //! retake counts as `parked`, and `in_syscall` counts only Ps whose M is
-//! in a call (`Machine::in_call`; a call whose P sysmon retook drops out). Schedtrace lines come
-//! from sysmon: none with `Builder::sysmon(false)` / `GOSCHED_SYSMON=0`.
+//! in a call (`Machine::in_call`; a call whose P sysmon retook drops out).
+//! Schedtrace lines come from sysmon: none with `Builder::sysmon(false)` /
+//! `GOSCHED_SYSMON=0`.
 //!
 //! The counters are std atomics, outside loom's model: statistics, never
 //! synchronisation. A snapshot is not atomic: each number is exact when

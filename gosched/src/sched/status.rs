@@ -47,8 +47,8 @@
 //! # Calls in place (no SYSCALL state)
 //!
 //! Until 2026-11-29 a call in place moved the P USER → SYSCALL and back, a
-//! CAS each way: 10 of S2's 85 ns per `getppid` (Go's 81 makes two CASes
-//! too, on the goroutine's status). Go 1.26 retired `_Psyscall`
+//! CAS each way: about 10 of S2's 85-89 ns per `getppid` (Go's 81-82 make
+//! two CASes too, `casgstatus` on the goroutine's status). Go 1.26 retired `_Psyscall`
 //! (`_Psyscall_unused`) and tells "in a syscall" from the goroutine instead;
 //! we tell it from the M (`Machine::in_call`, a plain store each way), and
 //! the word stays USER, which sysmon may retake at any time anyway. So:
@@ -78,8 +78,8 @@ pub(crate) const RUNNING: u8 = 1;
 /// ends or a runtime call) or by sysmon (→ RETAKEN).
 pub(crate) const USER: u8 = 2;
 /// Taken from an M stuck in USER (a long poll, a call in place) — by
-/// sysmon, or by the M itself before a call known to block (`in_place_blocking`) or when it is locked
-/// (`lockos.rs`). Owner: whoever took it, which hands it to another M or the
+/// sysmon, or by the M itself before a call known to block
+/// (`in_place_blocking`) or when it is locked (`lockos.rs`). Owner: whoever took it, which hands it to another M or the
 /// idle list (`Shared::handoffp`). An old M finds out at its next CAS (the
 /// generation moved) and goes P-less.
 pub(crate) const RETAKEN: u8 = 4;

@@ -4,9 +4,9 @@
 //!
 //! Protocol (Go's `entersyscall` / `exitsyscall`; `status.rs`, "Calls in
 //! place"): on entry, if its P is still its own in USER (a load), the M
-//! counts the call in its P's `syscalltick` and sets
-//! its own `in_call` (plain stores; the P's word stays USER); `f` runs; on
-//! return it clears `in_call` and loads the P's word. If the generation
+//! counts the call in its P's `syscalltick` and sets its own `in_call`
+//! (plain stores; the P's word stays USER); `f` runs; on return it clears
+//! `in_call` and loads the P's word. If the generation
 //! moved, sysmon saw the M in the same call for a whole tick and handed the
 //! P to another M (`sysmon.rs`, item 1). Then, as Go's `exitsyscall` slow
 //! path: the M takes an idle P if there is one and goes on with the poll on
