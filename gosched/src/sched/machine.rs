@@ -972,13 +972,16 @@ impl MachineCtx {
         let mut out: Option<OtherMs> = None;
         for q in self.shared.procs.iter() {
             let m = q.owner.load(Acquire).cast_const();
-            if m.is_null() || m == me || !status::is_held_by_m(q.status.load()) || q.owner_in_call()
-            {
+            if m.is_null() || m == me || !status::is_held_by_m(q.status.load()) {
                 continue;
             }
             // SAFETY: `owner` points into `Shared::machines`, which keeps
             // every `Machine` for the runtime's life (`Processor::owner`).
-            let c = unsafe { &*m }.homed.load(Relaxed);
+            let other = unsafe { &*m };
+            if other.in_call.load(Acquire) {
+                continue; // in a call made in place: runs nothing until it returns
+            }
+            let c = other.homed.load(Relaxed);
             let o = out.get_or_insert(OtherMs {
                 best: m,
                 least: c,

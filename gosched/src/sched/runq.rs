@@ -305,8 +305,12 @@ mod tests {
         }
     }
 
-    /// Owner: empty `q`, freeing its items.
-    /// Pop everything, oldest first.
+    /// Owner: push `items` into `q`, which has room for them all.
+    fn push_quiet(q: &RunQueue<usize>, items: std::ops::Range<usize>) {
+        push_all(q, items, &mut Vec::new(), &mut Vec::new());
+    }
+
+    /// Owner: empty `q`, freeing its items; returns them, oldest first.
     fn drain(q: &RunQueue<usize>) -> Vec<usize> {
         let mut out = Vec::new();
         // SAFETY: the caller's thread owns `q`.
@@ -354,7 +358,7 @@ mod tests {
         let victim = RunQueue::new();
         let thief = RunQueue::new();
         let (mut reports, mut spilled) = (Vec::new(), Vec::new());
-        push_all(&victim, 0..8, &mut reports, &mut spilled);
+        push_quiet(&victim, 0..8);
         // SAFETY: this thread owns `thief`.
         let first = unsafe { victim.steal_into(&thief, u32::MAX) }.unwrap();
         take(first);
@@ -374,8 +378,7 @@ mod tests {
     fn steal_takes_ceil_half() {
         let victim = RunQueue::new();
         let thief = RunQueue::new();
-        let (mut reports, mut spilled) = (Vec::new(), Vec::new());
-        push_all(&victim, 0..7, &mut reports, &mut spilled);
+        push_quiet(&victim, 0..7);
         // SAFETY: this thread owns `thief`.
         let first = unsafe { victim.steal_into(&thief, u32::MAX) }.unwrap();
         assert_eq!(take(first), 3);
@@ -387,8 +390,7 @@ mod tests {
     fn steal_at_most_takes_the_oldest() {
         let victim = RunQueue::new();
         let thief = RunQueue::new();
-        let (mut reports, mut spilled) = (Vec::new(), Vec::new());
-        push_all(&victim, 0..40, &mut reports, &mut spilled);
+        push_quiet(&victim, 0..40);
         // SAFETY: this thread owns `thief`.
         let first = unsafe { victim.steal_into(&thief, 8) }.unwrap();
         // The eighth oldest runs now; the seven before it wait in order.
@@ -396,7 +398,7 @@ mod tests {
         assert_eq!(drain(&thief), (0..7).collect::<Vec<_>>());
         assert_eq!(drain(&victim), (8..40).collect::<Vec<_>>());
         // Fewer than twice `max` queued: half, as without a bound.
-        push_all(&victim, 0..5, &mut reports, &mut spilled);
+        push_quiet(&victim, 0..5);
         // SAFETY: as above.
         let first = unsafe { victim.steal_into(&thief, 8) }.unwrap();
         assert_eq!(take(first), 2);
