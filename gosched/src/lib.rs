@@ -127,6 +127,7 @@ pub mod testing;
 #[cfg(not(loom))]
 pub mod time;
 pub(crate) mod trace;
+pub(crate) mod vthread;
 
 /// ... and the channel core (waiters, claiming, select).
 #[cfg(loom)]

@@ -4,6 +4,8 @@
 //! with a watchdog that dumps the goroutines if it hangs) and a ticker
 //! beside a split pair on one P. Written by a review of the hand-off.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -64,7 +66,7 @@ fn split_pair_with_ticker(work: u64, run: Duration) -> Option<(u64, u64)> {
             let count = Arc::new(AtomicU64::new(0));
             let ch = gosched::chan::<bool>(0);
             let up = Arc::new(AtomicUsize::new(0));
-            let tids = gosched::chan::<std::thread::ThreadId>(2);
+            let tids = gosched::chan::<common::OsThread>(2);
             let mut hs = Vec::new();
             for _ in 0..2 {
                 let (done, count, ch, up, tids) = (
@@ -77,7 +79,7 @@ fn split_pair_with_ticker(work: u64, run: Duration) -> Option<(u64, u64)> {
                 hs.push(gosched::go(move || {
                     up.fetch_add(1, SeqCst);
                     spin_for(|| up.load(SeqCst) == 2);
-                    tids.send(std::thread::current().id()).unwrap();
+                    tids.send(common::os_thread()).unwrap();
                     while ch.recv().is_some() {
                         if done.load(Relaxed) {
                             return;

@@ -7,7 +7,9 @@ mod common;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::sync::{Arc, Mutex};
-use std::thread::{self, ThreadId};
+use std::thread;
+
+use common::OsThread as ThreadId;
 
 use gosched::runtime::{lock_os_thread, unlock_os_thread};
 
@@ -28,7 +30,7 @@ fn blocking_calls_keep_thread(rt: &gosched::Runtime, lock: bool) -> bool {
         if lock {
             lock_os_thread();
         }
-        let me = thread::current().id();
+        let me = common::os_thread();
         let ch = gosched::chan::<u32>(0);
         let tx = ch.clone();
         let feeder = gosched::go(move || {
@@ -51,7 +53,7 @@ fn blocking_calls_keep_thread(rt: &gosched::Runtime, lock: bool) -> bool {
                     *m.lock() += 1;
                 }
             }
-            same &= thread::current().id() == me;
+            same &= common::os_thread() == me;
         }
         feeder.join().unwrap();
         if lock {
@@ -100,7 +102,7 @@ fn a_locked_thread_runs_nothing_else() {
         let (g2, s2) = (go_on.clone(), stop.clone());
         let locker = rt.go(move || {
             lock_os_thread();
-            *lt.lock().unwrap() = Some(thread::current().id());
+            *lt.lock().unwrap() = Some(common::os_thread());
             g2.send(()).unwrap();
             // Park and wake repeatedly until told to stop.
             while !s2.load(SeqCst) {
@@ -116,11 +118,11 @@ fn a_locked_thread_runs_nothing_else() {
             let s = seen.clone();
             if i % 2 == 0 {
                 hs.push(rt.go(move || {
-                    s.lock().unwrap().insert(thread::current().id());
+                    s.lock().unwrap().insert(common::os_thread());
                 }));
             } else {
                 hs.push(rt.spawn(async move {
-                    s.lock().unwrap().insert(thread::current().id());
+                    s.lock().unwrap().insert(common::os_thread());
                 }));
             }
         }
@@ -150,10 +152,10 @@ fn nesting_and_ending_locked() {
             lock_os_thread();
             lock_os_thread();
             unlock_os_thread();
-            thread::current().id()
+            common::os_thread()
         }))
         .unwrap();
-    let after: Vec<_> = (0..50).map(|_| rt.go(|| thread::current().id())).collect();
+    let after: Vec<_> = (0..50).map(|_| rt.go(common::os_thread)).collect();
     let ids: Vec<_> = after.into_iter().map(|h| rt.block_on(h).unwrap()).collect();
     assert_eq!(ids.len(), 50);
     // One P, one M most likely: the freed thread runs them; in any case

@@ -7,7 +7,9 @@ mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::sync::{mpsc, Arc};
-use std::thread::{self, ThreadId};
+use std::thread;
+
+use common::OsThread as ThreadId;
 use std::time::Duration;
 
 use common::rt;
@@ -29,16 +31,16 @@ fn a_slow_call_does_not_strand_its_ms_other_goroutines() {
                 let b = gosched::go(move || {
                     s.send(()).unwrap();
                     b_may_go.recv().unwrap();
-                    b_ran_tx.send(thread::current().id()).unwrap();
+                    b_ran_tx.send(common::os_thread()).unwrap();
                 });
                 started.recv().unwrap(); // B is homed on this M now
-                let me = thread::current().id();
+                let me = common::os_thread();
                 let (call_thread, seen) = gosched::syscall(move || {
                     // Wake B from a plain thread, then wait for B to run.
                     let g = go_b.clone();
                     thread::spawn(move || g.send(()).unwrap());
                     let seen = b_ran_rx.recv_timeout(Duration::from_secs(10));
-                    (thread::current().id(), seen)
+                    (common::os_thread(), seen)
                 });
                 b.join().unwrap();
                 (me, call_thread, seen.expect("B never ran during A's call"))
@@ -55,8 +57,8 @@ fn a_call_of_a_goroutine_alone_on_its_m_runs_in_place() {
     let rt = rt(1);
     let same = rt
         .block_on(rt.go(|| {
-            let me = thread::current().id();
-            let same = gosched::syscall(|| thread::current().id()) == me;
+            let me = common::os_thread();
+            let same = gosched::syscall(common::os_thread) == me;
             // A panic in an in-place call leaves the P usable.
             let caught = std::panic::catch_unwind(|| gosched::syscall(|| panic!("in place")));
             assert!(caught.is_err());
@@ -83,12 +85,12 @@ fn a_handed_off_call_borrows_and_panics_through() {
         });
         hold.recv().unwrap(); // `other` is homed here and stays while we call
         let mut buf = vec![0u64; 1000];
-        let me = thread::current().id();
+        let me = common::os_thread();
         let there = gosched::syscall(|| {
             for (i, x) in buf.iter_mut().enumerate() {
                 *x = i as u64;
             }
-            thread::current().id()
+            common::os_thread()
         });
         let sum: u64 = buf.iter().sum();
         let caught = std::panic::catch_unwind(|| gosched::syscall(|| panic!("boom in the call")));
@@ -124,10 +126,10 @@ fn cancelling_a_goroutine_waits_for_its_call() {
             let _ = p.recv(); // until shutdown
         });
         started.recv().unwrap(); // `other` is homed here now
-        let me = thread::current().id();
+        let me = common::os_thread();
         let mut local = [0u8; 256];
         gosched::syscall(|| {
-            moved.store(thread::current().id() != me, SeqCst);
+            moved.store(common::os_thread() != me, SeqCst);
             in_call_tx.send(()).unwrap();
             thread::sleep(Duration::from_millis(200));
             local.fill(7);
@@ -159,9 +161,9 @@ fn a_site_of_fast_calls_learns_to_run_in_place() {
                 let _ = k.recv();
             });
             hold.recv().unwrap(); // `other` is homed here
-            let me = thread::current().id();
+            let me = common::os_thread();
             let moved: Vec<bool> = (0..20)
-                .map(|_| gosched::syscall(|| thread::current().id()) != me)
+                .map(|_| gosched::syscall(common::os_thread) != me)
                 .collect();
             keep.close().unwrap();
             other.join().unwrap();

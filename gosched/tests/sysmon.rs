@@ -323,7 +323,7 @@ fn cpu_bound_goroutines_spawned_together_get_their_own_ms() {
             .map(|_| {
                 let s = stop.clone();
                 rt.go(move || {
-                    let me = std::thread::current().id();
+                    let me = common::os_thread();
                     while !s.load(Relaxed) {
                         // 20 µs of work (by the clock, so that a debug
                         // build's slices are as short), then a yield.
@@ -541,7 +541,7 @@ fn split_ping_pong_once() -> Option<(u64, u64)> {
         let (hog_chan, light_chan) = (gosched::chan::<bool>(0), gosched::chan::<bool>(0));
         let up = Arc::new(AtomicUsize::new(0));
         let a2_up = Arc::new(AtomicBool::new(false));
-        let threads = gosched::chan::<(&'static str, std::thread::ThreadId)>(4);
+        let threads = gosched::chan::<(&'static str, common::OsThread)>(4);
         let anchor = |me: &'static str, partner: &'static str, wait_a2: bool| {
             let (done, hog_count, light_count) =
                 (done.clone(), hog_count.clone(), light_count.clone());
@@ -550,13 +550,13 @@ fn split_ping_pong_once() -> Option<(u64, u64)> {
             gosched::go(move || {
                 up.fetch_add(1, SeqCst);
                 spin_for(|| up.load(SeqCst) == 2);
-                threads.send((me, std::thread::current().id())).unwrap();
+                threads.send((me, common::os_thread())).unwrap();
                 if wait_a2 {
                     spin_for(|| a2_up.load(SeqCst));
                 }
                 let (d, t) = (done.clone(), threads.clone());
                 let partner = gosched::go(move || {
-                    t.send((partner, std::thread::current().id())).unwrap();
+                    t.send((partner, common::os_thread())).unwrap();
                     a2_up.store(true, SeqCst);
                     pinger(SPLIT_LIGHT_WORK, &light_count, &light_chan, &d);
                 });
@@ -688,13 +688,13 @@ fn an_always_ready_async_loop_yields() {
                 // Queued behind us on the one P.
                 let other = gosched::spawn(async move {
                     o2.store(true, SeqCst);
-                    std::thread::current().id()
+                    common::os_thread()
                 });
                 let mut n = 0u64;
                 let deadline = Instant::now() + Duration::from_secs(10);
-                let me = std::thread::current().id();
+                let me = common::os_thread();
                 while !o.load(SeqCst) && Instant::now() < deadline {
-                    assert_eq!(std::thread::current().id(), me);
+                    assert_eq!(common::os_thread(), me);
                     ch.try_send(1).unwrap();
                     ch.recv_async().await.unwrap();
                     n += 1;

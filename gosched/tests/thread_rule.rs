@@ -5,10 +5,10 @@
 
 mod common;
 
+use common::OsThread as ThreadId;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering::*};
 use std::sync::Arc;
-use std::thread::ThreadId;
 use std::time::Duration;
 
 use common::rt;
@@ -31,15 +31,15 @@ fn thread_changes(rt: &gosched::Runtime) -> usize {
             let (moved, lock) = (moved.clone(), lock.clone());
             rt.go(move || {
                 let check = |before: ThreadId| {
-                    if std::thread::current().id() != before {
+                    if common::os_thread() != before {
                         moved.fetch_add(1, Relaxed);
                     }
                 };
                 for i in 0..ROUNDS {
-                    let t = std::thread::current().id();
+                    let t = common::os_thread();
                     gosched::yield_now();
                     check(t);
-                    let t = std::thread::current().id();
+                    let t = common::os_thread();
                     if first {
                         tx.send(i).unwrap();
                         assert_eq!(rx.recv(), Some(i));
@@ -48,10 +48,10 @@ fn thread_changes(rt: &gosched::Runtime) -> usize {
                         tx.send(i).unwrap();
                     }
                     check(t);
-                    let t = std::thread::current().id();
+                    let t = common::os_thread();
                     gosched::time::sleep(Duration::from_micros(50));
                     check(t);
-                    let t = std::thread::current().id();
+                    let t = common::os_thread();
                     *lock.lock() += 1;
                     check(t);
                 }
@@ -103,7 +103,7 @@ fn long_lived_goroutines_are_spread_over_the_ms() {
                 .map(|_| {
                     let (s, r) = (started.clone(), release.clone());
                     gosched::go(move || {
-                        s.send(std::thread::current().id()).unwrap();
+                        s.send(common::os_thread()).unwrap();
                         let _ = r.recv(); // long-lived: parked until the end
                     })
                 })
@@ -183,7 +183,7 @@ fn shutdown_unwinds_each_goroutine_on_its_own_thread() {
     }
     impl Drop for OnDrop {
         fn drop(&mut self) {
-            if std::thread::current().id() != self.ran_on {
+            if common::os_thread() != self.ran_on {
                 self.wrong.fetch_add(1, Relaxed);
             }
             self.dropped.fetch_add(1, Relaxed);
@@ -204,7 +204,7 @@ fn shutdown_unwinds_each_goroutine_on_its_own_thread() {
             );
             rt.go(move || {
                 let _guard = OnDrop {
-                    ran_on: std::thread::current().id(),
+                    ran_on: common::os_thread(),
                     wrong,
                     dropped,
                 };

@@ -159,9 +159,36 @@ impl Drop for ResumeGuard {
     }
 }
 
+/// What a goroutine's coroutine returns: its value, or the panic it caught on
+/// its own thread pointer (re-raised by the poll on the M's, so that each
+/// thread's panic count stays balanced).
+type Outcome<T> = Result<T, Box<dyn std::any::Any + Send>>;
+
+/// A goroutine's stack with its thread pointer's area carved from the top
+/// (`vthread`): the coroutine's stack starts below the area.
+struct GoStack {
+    stack: Stack,
+    base: std::num::NonZeroUsize,
+}
+
+// SAFETY: `base` lies inside the stack (below its top, above its guard) and is
+// 16-byte aligned; the area above it is not used as stack.
+unsafe impl corosensei::stack::Stack for GoStack {
+    #[inline]
+    fn base(&self) -> corosensei::stack::StackPointer {
+        self.base
+    }
+    #[inline]
+    fn limit(&self) -> corosensei::stack::StackPointer {
+        corosensei::stack::Stack::limit(&self.stack)
+    }
+}
+
 pub(crate) struct Goroutine<F, T> {
     f: Option<F>,
-    co: Option<Coroutine<(), (), T, Stack>>,
+    co: Option<Coroutine<(), (), Outcome<T>, GoStack>>,
+    /// Its thread pointer (None where goroutines keep the M's, `vthread`).
+    area: Option<crate::vthread::Area>,
     /// The stack pool holding this goroutine's stack promise (made at spawn,
     /// `stack.rs` "Reservations"), kept until its stack goes back.
     pool: u32,
@@ -194,6 +221,7 @@ where
         Goroutine {
             f: Some(f),
             co: None,
+            area: None,
             pool,
             ctx: GoroutineCtx {
                 yielder: Cell::new(ptr::null()),
@@ -226,42 +254,122 @@ where
         // long as the coroutine (which points to it) exists.
         let this = unsafe { self.get_unchecked_mut() };
         if this.co.is_none() {
-            let stack = acquire_stack(this.ctx.info.stack_size).unwrap_or_else(|e| {
-                panic!(
-                    "gosched: cannot allocate a stack for goroutine {}: {e}",
-                    this.ctx.info.id
-                )
-            });
-            let f = this.f.take().expect("goroutine started twice");
-            let ctx: *const GoroutineCtx = &this.ctx;
-            this.co = Some(Coroutine::with_stack(
-                stack,
-                move |y: &Yielder<(), ()>, ()| {
-                    // SAFETY: `ctx` is pinned inside the task and outlives the coroutine.
-                    unsafe { (*ctx).yielder.set(y) };
-                    f()
-                },
-            ));
+            this.start();
         }
         this.ctx
             .cx
             .set((cx as *mut Context<'_>).cast::<Context<'static>>());
-        let resume = ResumeGuard::new(&this.ctx);
-        let res = this.co.as_mut().expect("coroutine").resume(());
-        drop(resume);
+        let res = this.resume();
         match res {
             CoroutineResult::Yield(()) => Poll::Pending,
-            CoroutineResult::Return(v) => {
+            CoroutineResult::Return(out) => {
                 // Ended holding `lock_os_thread`: the M is free again.
                 if this.ctx.lock_depth.replace(0) > 0 {
                     crate::sched::lockos::unlock_current();
                 }
-                let co = this.co.take().expect("coroutine");
-                release_stack(co.into_stack());
-                Poll::Ready(v)
+                this.finish();
+                match out {
+                    Ok(v) => Poll::Ready(v),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
             }
         }
     }
+}
+
+impl<F, T> Goroutine<F, T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    /// First poll: the promised stack, the thread pointer's area at its top,
+    /// and the coroutine below it.
+    #[cold]
+    fn start(&mut self) {
+        let stack = acquire_stack(self.ctx.info.stack_size).unwrap_or_else(|e| {
+            panic!(
+                "gosched: cannot allocate a stack for goroutine {}: {e}",
+                self.ctx.info.id
+            )
+        });
+        let top = corosensei::stack::Stack::base(&stack).get();
+        let area_bytes = crate::vthread::area_bytes();
+        let base = (top - area_bytes) & !15;
+        #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+        if crate::vthread::supported() {
+            // SAFETY: the top `area_bytes` of our own stack, which the coroutine
+            // never uses (its stack starts at `base`).
+            self.area = Some(unsafe { crate::vthread::Area::init(top) });
+        }
+        let f = self.f.take().expect("goroutine started twice");
+        let ctx: *const GoroutineCtx = &self.ctx;
+        self.co = Some(Coroutine::with_stack(
+            GoStack {
+                stack,
+                base: std::num::NonZeroUsize::new(base).expect("stack base"),
+            },
+            move |y: &Yielder<(), ()>, ()| {
+                // SAFETY: `ctx` is pinned inside the task and outlives the coroutine.
+                unsafe { (*ctx).yielder.set(y) };
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
+                    // SAFETY: as above.
+                    if unsafe { (*ctx).unwinding.get() } {
+                        // The forced unwind of a cancelled goroutine (or a panic
+                        // of one of its destructors): it has to reach
+                        // corosensei's root, still on our thread pointer.
+                        std::panic::resume_unwind(panic)
+                    }
+                    panic
+                })
+            },
+        ));
+    }
+
+    /// Resume the coroutine on the goroutine's thread pointer.
+    #[inline(always)]
+    fn resume(&mut self) -> CoroutineResult<(), Outcome<T>> {
+        #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+        // SAFETY: our area, polled by one M at a time (the task's RUNNING bit);
+        // the guard leaves it before the poll returns, unwinding included.
+        let _in = self.area.as_ref().map(|a| unsafe { a.enter() });
+        resume_on(&self.ctx, self.co.as_mut().expect("coroutine"))
+    }
+
+    /// The coroutine is done: the goroutine's TLS destructors run on its thread
+    /// pointer, then its stack goes back.
+    fn finish(&mut self) {
+        let co = self.co.take().expect("coroutine");
+        #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+        if let Some(area) = self.area.take() {
+            // SAFETY: our area; no frame of the goroutine is left.
+            unsafe { area.run_dtors() };
+        }
+        release_stack(co.into_stack().stack);
+    }
+}
+
+/// The resume itself, with `CURRENT` set for its length. Not inlined: every
+/// thread-local address it uses is computed after the caller's switch of the
+/// thread pointer.
+#[inline(never)]
+fn resume_on<T>(
+    g: &GoroutineCtx,
+    co: &mut Coroutine<(), (), Outcome<T>, GoStack>,
+) -> CoroutineResult<(), Outcome<T>> {
+    let _resume = ResumeGuard::new(g);
+    co.resume(())
+}
+
+/// `Drop`'s forced unwind, with `CURRENT` set (as `resume_on`). A panic that
+/// escapes it (a destructor's) comes back as the error, to be re-raised on the
+/// M's thread pointer.
+#[inline(never)]
+fn force_unwind_on<T>(
+    g: &GoroutineCtx,
+    co: &mut Coroutine<(), (), Outcome<T>, GoStack>,
+) -> Result<(), Box<dyn std::any::Any + Send>> {
+    let _resume = ResumeGuard::new(g);
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| co.force_unwind()))
 }
 
 impl<F, T> Drop for Goroutine<F, T> {
@@ -273,6 +381,7 @@ impl<F, T> Drop for Goroutine<F, T> {
             }
             return;
         };
+        let mut escaped = None;
         if !co.done() {
             // Suspended: unwind its stack so its destructors run. Blocking calls
             // made by those destructors block the thread (see `unwinding`).
@@ -281,14 +390,24 @@ impl<F, T> Drop for Goroutine<F, T> {
                 .cx
                 .set((&mut noop as *mut Context<'_>).cast::<Context<'static>>());
             self.ctx.unwinding.set(true);
-            let _resume = ResumeGuard::new(&self.ctx);
-            co.force_unwind();
+            #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+            // SAFETY: as in `resume`: the task is being dropped by its one owner.
+            let _in = self.area.as_ref().map(|a| unsafe { a.enter() });
+            escaped = force_unwind_on(&self.ctx, &mut co).err();
         }
         if self.ctx.lock_depth.replace(0) > 0 {
             // Cancelled while locked (on its own M, `cancel_homed`).
             crate::sched::lockos::unlock_current();
         }
-        release_stack(co.into_stack());
+        #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+        if let Some(area) = self.area.take() {
+            // SAFETY: our area; the unwind left no frame of the goroutine.
+            unsafe { area.run_dtors() };
+        }
+        release_stack(co.into_stack().stack);
+        if let Some(panic) = escaped {
+            std::panic::resume_unwind(panic);
+        }
     }
 }
 

@@ -150,10 +150,12 @@ impl Builder {
     /// Prefix of the M threads' names.
     ///
     /// Ms are named `{name}-m{n}`; sysmon is `{name}-sysmon`. Default: `gosched`.
+    /// An async task runs on its M's thread; a goroutine is a virtual thread of
+    /// its own (`std::thread::current()` in it is the goroutine's, unnamed).
     ///
     /// ```
     /// let rt = gosched::Builder::new().thread_name("worker").build().unwrap();
-    /// let name = rt.block_on(rt.go(|| std::thread::current().name().map(String::from)));
+    /// let name = rt.block_on(rt.spawn(async { std::thread::current().name().map(String::from) }));
     /// assert!(name.unwrap().unwrap().starts_with("worker-m"));
     /// ```
     pub fn thread_name(mut self, name: impl Into<String>) -> Self {
@@ -860,6 +862,24 @@ pub fn flight_recorder_start(window: Duration) -> std::io::Result<()> {
 /// ```
 pub fn trace_snapshot(path: impl AsRef<std::path::Path>) -> std::io::Result<TraceSummary> {
     crate::trace::snapshot(path.as_ref())
+}
+
+/// Whether goroutines are virtual threads in this process: each with
+/// thread-locals of its own (its own `thread_local!` values, `thread::current()`,
+/// panic state and errno; the C library's state stays per OS thread). `Err`
+/// says why not: goroutines then share their M's thread-locals, and the thread
+/// rule keeps each on one M (see the crate docs). Linux x86-64 with glibc
+/// supports them; `GOSCHED_VTHREAD=0` turns them off.
+///
+/// ```
+/// # #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+/// assert_eq!(gosched::runtime::virtual_threads(), Ok(()));
+/// ```
+pub fn virtual_threads() -> Result<(), &'static str> {
+    match crate::vthread::unsupported_reason() {
+        None => Ok(()),
+        Some(why) => Err(why),
+    }
 }
 
 /// Number of Ps of the current runtime (Go's `GOMAXPROCS(0)`).

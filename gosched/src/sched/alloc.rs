@@ -34,7 +34,9 @@
 //! may be freed with `dealloc` by any path.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+
+use crate::vthread::with_os_local;
 use std::ptr::{self, NonNull};
 use std::sync::Mutex;
 
@@ -122,7 +124,15 @@ impl Drop for Cache {
 }
 
 thread_local! {
-    static CACHE: RefCell<Cache> = const { RefCell::new(Cache { lists: [Chain::EMPTY; NCLASSES] }) };
+    /// The OS thread's cache (`vthread::with_os_local`): goroutines that spawn
+    /// and free tasks share their M's, and no goroutine keeps one of its own.
+    static CACHE: Cell<*mut RefCell<Cache>> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+fn new_cache() -> RefCell<Cache> {
+    RefCell::new(Cache {
+        lists: [Chain::EMPTY; NCLASSES],
+    })
 }
 
 fn class_of(layout: Layout) -> Option<usize> {
@@ -206,21 +216,18 @@ pub(crate) fn alloc_task(layout: Layout) -> NonNull<u8> {
         let p = unsafe { alloc(layout) };
         return NonNull::new(p).unwrap_or_else(|| handle_alloc_error(layout));
     };
-    let cached = CACHE
-        .try_with(|cache| {
-            let mut cache = cache.borrow_mut();
-            let list = &mut cache.lists[c];
-            if let Some(p) = list.pop() {
-                return Some(p);
-            }
-            let batch = DEPOT.lock().unwrap_or_else(|e| e.into_inner())[c].pop();
-            batch.and_then(|b| {
-                *list = b;
-                list.pop()
-            })
+    let cached = with_os_local(&CACHE, new_cache, |cache| {
+        let mut cache = cache.borrow_mut();
+        let list = &mut cache.lists[c];
+        if let Some(p) = list.pop() {
+            return Some(p);
+        }
+        let batch = DEPOT.lock().unwrap_or_else(|e| e.into_inner())[c].pop();
+        batch.and_then(|b| {
+            *list = b;
+            list.pop()
         })
-        .ok()
-        .flatten();
+    });
     if let Some(p) = cached {
         // SAFETY: cached blocks are non-null.
         return unsafe { NonNull::new_unchecked(p) };
@@ -240,24 +247,17 @@ pub(crate) unsafe fn free_task(p: NonNull<u8>, layout: Layout) {
         unsafe { dealloc(p.as_ptr(), layout) };
         return;
     };
-    let kept = CACHE
-        .try_with(|cache| {
-            let mut cache = cache.borrow_mut();
-            let list = &mut cache.lists[c];
-            // SAFETY: a free block of class `c`.
-            unsafe { list.push(p.as_ptr()) };
-            if list.len > CACHE_MAX {
-                let batch = list.split(BATCH);
-                drop(cache);
-                give_to_depot(c, batch);
-            }
-        })
-        .is_ok();
-    if !kept {
-        // Thread-local storage is gone (thread exit): free directly.
-        // SAFETY: allocated with the class layout.
-        unsafe { dealloc(p.as_ptr(), class_layout(c)) };
-    }
+    with_os_local(&CACHE, new_cache, |cache| {
+        let mut cache = cache.borrow_mut();
+        let list = &mut cache.lists[c];
+        // SAFETY: a free block of class `c`.
+        unsafe { list.push(p.as_ptr()) };
+        if list.len > CACHE_MAX {
+            let batch = list.split(BATCH);
+            drop(cache);
+            give_to_depot(c, batch);
+        }
+    });
 }
 
 #[cfg(test)]

@@ -47,6 +47,15 @@ loom::thread_local! {
 /// The calling thread's M context, if it is an M.
 #[inline(never)]
 pub(crate) fn current() -> Option<&'static MachineCtx> {
+    // A goroutine's code runs on its own thread pointer (`vthread`): the M's
+    // context is in the OS thread's own TLS.
+    #[cfg(not(loom))]
+    // SAFETY: the host's slot lives as long as the OS thread running us.
+    let p = unsafe {
+        &*crate::vthread::host_addr(MACHINE.with(|m| m as *const Cell<*const MachineCtx>))
+    }
+    .get();
+    #[cfg(loom)]
     let p = MACHINE.with(|m| m.get());
     // SAFETY: the context lives on the M's thread stack for the whole time the
     // pointer is installed (`set_machine` in `mstart`), and is only used on that

@@ -1,7 +1,7 @@
 //! Per-thread event chunks and the registry that collects them (the rules are
 //! in `mod.rs`, "Buffers").
 
-use std::cell::{RefCell, UnsafeCell};
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::mem::MaybeUninit;
@@ -205,14 +205,22 @@ impl Drop for Local {
 }
 
 thread_local! {
-    static LOCAL: RefCell<Local> = const {
-        RefCell::new(Local { session: 0, index: 0, chunk: ptr::null_mut() })
-    };
+    /// The OS thread's chunk (`vthread::with_os_local`): a goroutine records
+    /// on its M's track, and keeps no chunk of its own.
+    static LOCAL: Cell<*mut RefCell<Local>> = const { Cell::new(ptr::null_mut()) };
+}
+
+fn new_local() -> RefCell<Local> {
+    RefCell::new(Local {
+        session: 0,
+        index: 0,
+        chunk: ptr::null_mut(),
+    })
 }
 
 /// Append `ev` to the calling thread's chunk.
 pub(super) fn push(ev: Event) {
-    let _ = LOCAL.try_with(|l| {
+    crate::vthread::with_os_local(&LOCAL, new_local, |l| {
         let Ok(mut l) = l.try_borrow_mut() else {
             return;
         };

@@ -119,3 +119,15 @@ pub fn overflow_in(rt: &gosched::Runtime, go: gosched::Go) -> ! {
     let _ = rt.block_on(h);
     unreachable!("the overflow must abort the process");
 }
+
+/// An OS thread's kernel id. A goroutine is a virtual thread of its own
+/// (`thread::current()` is the goroutine's), so tests that ask which M runs
+/// them ask the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OsThread(i64);
+
+/// The OS thread running the caller.
+pub fn os_thread() -> OsThread {
+    // SAFETY: gettid has no arguments and cannot fail.
+    OsThread(unsafe { libc::syscall(libc::SYS_gettid) })
+}

@@ -1,0 +1,131 @@
+//! TLS destructors per goroutine.
+//!
+//! std registers the destructor of every `thread_local!` with `Drop` through
+//! `__cxa_thread_atexit_impl` (a weak reference, so the executable's definition
+//! here wins over glibc's). glibc keeps its list in the C library's TLS block,
+//! which is per OS thread (`super`'s module docs): a goroutine's registrations
+//! there would run at the M's exit, on values that died with the goroutine.
+//!
+//! So the definition below sorts by where it is called from:
+//! - on a goroutine's thread pointer (`HOST` set), the destructor goes on the
+//!   goroutine's own list, a thread-local of the executable's block and so per
+//!   goroutine; `Area::run_dtors` runs it when the goroutine ends, last
+//!   registered first, until the list stays empty (a destructor may register
+//!   more, as glibc allows);
+//! - on an OS thread's own thread pointer, it goes to glibc's, found once with
+//!   `dlsym(RTLD_NEXT)`.
+//!
+//! `os_thread_atexit` reaches glibc's list from anywhere: on a goroutine's thread
+//! pointer the C library's block is the OS thread's (carried by `switch`), so the
+//! destructor runs at the OS thread's exit.
+
+use std::cell::Cell;
+use std::ffi::{c_int, c_void};
+use std::ptr;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+type Dtor = unsafe extern "C" fn(*mut c_void);
+type AtExit = unsafe extern "C" fn(Dtor, *mut c_void, *mut c_void) -> c_int;
+
+struct Node {
+    dtor: Dtor,
+    obj: *mut c_void,
+    next: *mut Node,
+}
+
+thread_local! {
+    /// The goroutine's destructors, newest first (a plain pointer: a list with
+    /// `Drop` would register itself here).
+    static LIST: Cell<*mut Node> = const { Cell::new(ptr::null_mut()) };
+}
+
+/// glibc's `__cxa_thread_atexit_impl` (0: not looked up yet, 1: absent).
+static GLIBC: AtomicUsize = AtomicUsize::new(0);
+
+extern "C" {
+    static __dso_handle: u8;
+}
+
+fn glibc() -> Option<AtExit> {
+    let mut f = GLIBC.load(Relaxed);
+    if f == 0 {
+        // SAFETY: a NUL-terminated name; RTLD_NEXT finds the definition after ours.
+        let p = unsafe { libc::dlsym(libc::RTLD_NEXT, c"__cxa_thread_atexit_impl".as_ptr()) };
+        f = if p.is_null() { 1 } else { p as usize };
+        GLIBC.store(f, Relaxed);
+    }
+    // SAFETY: glibc's function of this signature (GLIBC_2.18).
+    (f != 1).then(|| unsafe { std::mem::transmute::<usize, AtExit>(f) })
+}
+
+/// Keeps this file's object in the link (std's reference is weak and would not
+/// pull it in) and looks glibc's definition up while nothing else runs.
+pub(super) fn link() {
+    std::hint::black_box(__cxa_thread_atexit_impl as *const () as usize);
+    let _ = glibc();
+}
+
+/// The definition std's `thread_local!` destructors bind to (module docs).
+///
+/// # Safety
+/// As glibc's: `dtor(obj)` must be sound to call once, on this thread, at the
+/// end of the (virtual) thread.
+#[no_mangle]
+pub unsafe extern "C" fn __cxa_thread_atexit_impl(
+    dtor: Dtor,
+    obj: *mut c_void,
+    dso: *mut c_void,
+) -> c_int {
+    if super::on_virtual_thread() {
+        let node = Box::into_raw(Box::new(Node {
+            dtor,
+            obj,
+            next: ptr::null_mut(),
+        }));
+        LIST.with(|l| {
+            // SAFETY: just made, ours.
+            unsafe { (*node).next = l.get() };
+            l.set(node);
+        });
+        return 0;
+    }
+    match glibc() {
+        // SAFETY: glibc's contract, forwarded.
+        Some(f) => unsafe { f(dtor, obj, dso) },
+        None => -1,
+    }
+}
+
+/// Register `dtor(obj)` for the OS thread's exit, from any thread pointer.
+/// False where glibc has no list (the caller keeps one itself).
+pub(super) fn os_thread_atexit(dtor: Dtor, obj: *mut c_void) -> bool {
+    match glibc() {
+        Some(f) => {
+            // SAFETY: glibc's contract; our own executable's DSO handle.
+            unsafe { f(dtor, obj, &__dso_handle as *const u8 as *mut c_void) };
+            true
+        }
+        None => false,
+    }
+}
+
+/// Run the installed goroutine's destructors (`Area::run_dtors`).
+pub(super) fn run_goroutine_dtors() {
+    loop {
+        let node = LIST.with(|l| {
+            let n = l.get();
+            if !n.is_null() {
+                // SAFETY: a node of this list.
+                l.set(unsafe { (*n).next });
+            }
+            n
+        });
+        if node.is_null() {
+            return;
+        }
+        // SAFETY: made by Box::into_raw above, unlinked just now.
+        let node = unsafe { Box::from_raw(node) };
+        // SAFETY: registered for this object, called once.
+        unsafe { (node.dtor)(node.obj) };
+    }
+}

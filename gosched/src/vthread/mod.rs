@@ -1,0 +1,434 @@
+//! Goroutines are virtual threads: each runs on a thread pointer of its own.
+//!
+//! # Why
+//!
+//! Goroutines that take turns on one OS thread break what every crate assumes of
+//! thread-locals: that a thread-local scope opened on a thread closes before any
+//! other opened after it (std's lazy `thread_local!` init that parks, `scoped-tls`,
+//! the panic count, tracing's current span). And LLVM may keep a thread-local's
+//! address across a call, so a goroutine that resumed on another OS thread could
+//! use the first thread's slot. Both are cured by giving each goroutine its own
+//! static TLS: Java's virtual threads do the same with `ThreadLocal`.
+//!
+//! # What is per goroutine, what is per OS thread
+//!
+//! A goroutine's *area* (carved from the top of its stack, `Area::init`) holds a
+//! TCB and a copy of the process's static TLS. While the goroutine runs, the
+//! thread pointer (x86-64: the FS base) points at its TCB:
+//! - **Per goroutine:** the executable's TLS block, initialised from its image at
+//!   the goroutine's start. That is every `thread_local!` of Rust code linked into
+//!   the executable: std's panic count and `thread::current()` (a `ThreadId` of its
+//!   own), tracing's span stack, RNG handles, and allocators linked into the
+//!   executable (their thread caches: `docs/ARCHITECTURE.md` §5 has what they
+//!   cost). Also errno, `pthread_self()` and the pthread key tables (cleared at
+//!   start; key destructors do not run at the goroutine's end).
+//!   The goroutine's TLS destructors (`__cxa_thread_atexit_impl`, `dtors.rs`)
+//!   run when it ends, on its thread pointer.
+//! - **Per OS thread:** every other module's static block (the C library's:
+//!   malloc's tcache and arena, locale, the TLS destructor list of the thread),
+//!   the DTV (so `dlopen`ed modules' TLS, reached through `__tls_get_addr`), the
+//!   kernel tid and the rseq area. `enter` copies them from the thread pointer it
+//!   replaces into the goroutine's area, and `Entered::drop` copies them back, so
+//!   whichever area is installed holds the OS thread's current values and no two
+//!   OS threads ever share them.
+//! - **The scheduler's per-M state** lives in the M's own TLS. Code that runs on a
+//!   goroutine reaches it through `host_addr` (the area's `HOST` slot holds the
+//!   OS thread's own thread pointer) or `with_os_local`.
+//!
+//! # The switch
+//!
+//! `Goroutine::poll` (`coro/mod.rs`) enters the goroutine's area before it
+//! resumes the coroutine and leaves it when the coroutine suspends or returns,
+//! also on unwinding: scheduler code always runs on the M's own thread pointer.
+//! A goroutine's area is installed on at most one OS thread at a time because
+//! its task is polled by one M at a time (the task's RUNNING bit).
+//!
+//! # Platforms
+//!
+//! Linux x86-64 with glibc (layout read at run time, `glibc.rs`). Elsewhere, or
+//! when the probe fails (`unsupported_reason`), goroutines use the OS thread's
+//! thread pointer and the thread rule (`sched/machine.rs`) applies: there the
+//! thread-local patterns above remain unsound.
+
+use std::cell::Cell;
+use std::thread::LocalKey;
+
+#[cfg(all(
+    not(loom),
+    target_os = "linux",
+    target_arch = "x86_64",
+    target_env = "gnu"
+))]
+mod dtors;
+#[cfg(all(
+    not(loom),
+    target_os = "linux",
+    target_arch = "x86_64",
+    target_env = "gnu"
+))]
+mod glibc;
+#[cfg(all(
+    not(loom),
+    target_os = "linux",
+    target_arch = "x86_64",
+    target_env = "gnu"
+))]
+mod tp;
+
+thread_local! {
+    /// In a goroutine's area: the thread pointer of the OS thread it is installed
+    /// on (written by every `enter`). Zero in an OS thread's own TLS.
+    static HOST: Cell<usize> = const { Cell::new(0) };
+}
+
+/// True while the running code is on a goroutine's thread pointer.
+#[inline]
+pub(crate) fn on_virtual_thread() -> bool {
+    HOST.with(|h| h.get()) != 0
+}
+
+/// The calling OS thread's own copy of the thread-local at `p`, an address in
+/// the TLS now installed (the same slot in the host's TLS when a goroutine's
+/// area is installed). Only for thread-locals that need no lazy
+/// initialisation (`const`, no `Drop`): the host's slot is read as it is.
+#[inline]
+pub(crate) fn host_addr<T>(p: *const T) -> *const T {
+    #[cfg(all(
+        not(loom),
+        target_os = "linux",
+        target_arch = "x86_64",
+        target_env = "gnu"
+    ))]
+    {
+        let host = HOST.with(|h| h.get());
+        if host != 0 {
+            return (p as usize).wrapping_sub(tp::get()).wrapping_add(host) as *const T;
+        }
+    }
+    p
+}
+
+/// `f` with the calling OS thread's value of a per-thread runtime structure:
+/// `key` holds a pointer to it, made by `init` at the thread's first use (from
+/// whatever thread pointer is installed) and dropped when the OS thread exits.
+pub(crate) fn with_os_local<T: 'static, R>(
+    key: &'static LocalKey<Cell<*mut T>>,
+    init: fn() -> T,
+    f: impl FnOnce(&T) -> R,
+) -> R {
+    let cell: *const Cell<*mut T> = host_addr(key.with(|c| c as *const _));
+    // SAFETY: the host's slot lives as long as its OS thread, which is running
+    // this code; only this OS thread touches it.
+    let cell = unsafe { &*cell };
+    let mut p = cell.get();
+    if p.is_null() {
+        p = Box::into_raw(Box::new(init()));
+        cell.set(p);
+        at_os_thread_exit(drop_os_local::<T>, cell as *const Cell<*mut T> as *mut _);
+    }
+    // SAFETY: made above or earlier on this OS thread, freed only at its exit.
+    f(unsafe { &*p })
+}
+
+unsafe extern "C" fn drop_os_local<T>(cell: *mut std::ffi::c_void) {
+    // SAFETY: `cell` is the host slot registered by `with_os_local`.
+    let cell = unsafe { &*(cell as *const Cell<*mut T>) };
+    let p = cell.replace(std::ptr::null_mut());
+    if !p.is_null() {
+        // SAFETY: made by Box::into_raw in `with_os_local`.
+        drop(unsafe { Box::from_raw(p) });
+    }
+}
+
+/// Run `dtor(obj)` when the calling OS thread exits (not when a goroutine ends).
+fn at_os_thread_exit(
+    dtor: unsafe extern "C" fn(*mut std::ffi::c_void),
+    obj: *mut std::ffi::c_void,
+) {
+    #[cfg(all(
+        not(loom),
+        target_os = "linux",
+        target_arch = "x86_64",
+        target_env = "gnu"
+    ))]
+    if dtors::os_thread_atexit(dtor, obj) {
+        return;
+    }
+    fallback_atexit(dtor, obj);
+}
+
+/// An OS-thread destructor list kept by std (platforms without glibc's).
+fn fallback_atexit(dtor: unsafe extern "C" fn(*mut std::ffi::c_void), obj: *mut std::ffi::c_void) {
+    struct List(std::cell::RefCell<Vec<(unsafe extern "C" fn(*mut std::ffi::c_void), usize)>>);
+    impl Drop for List {
+        fn drop(&mut self) {
+            while let Some((d, o)) = self.0.borrow_mut().pop() {
+                // SAFETY: registered with this object.
+                unsafe { d(o as *mut _) };
+            }
+        }
+    }
+    thread_local! {
+        static LIST: List = const { List(std::cell::RefCell::new(Vec::new())) };
+    }
+    if LIST
+        .try_with(|l| l.0.borrow_mut().push((dtor, obj as usize)))
+        .is_err()
+    {
+        // The thread is exiting and its list is gone: run it now.
+        // SAFETY: the caller registered `obj` for `dtor`.
+        unsafe { dtor(obj) };
+    }
+}
+
+/// Why goroutines cannot have thread pointers of their own here (None: they do).
+pub(crate) fn unsupported_reason() -> Option<&'static str> {
+    #[cfg(all(
+        not(loom),
+        target_os = "linux",
+        target_arch = "x86_64",
+        target_env = "gnu"
+    ))]
+    {
+        layout().as_ref().err().map(|s| s.as_str())
+    }
+    #[cfg(not(all(
+        not(loom),
+        target_os = "linux",
+        target_arch = "x86_64",
+        target_env = "gnu"
+    )))]
+    {
+        Some("goroutines have thread pointers of their own only on Linux x86-64 with glibc")
+    }
+}
+
+/// Whether goroutines get thread pointers of their own in this process.
+#[inline]
+pub(crate) fn supported() -> bool {
+    area_bytes() != 0
+}
+
+/// Bytes a goroutine's area takes from the top of its stack (0: unsupported).
+#[inline]
+pub(crate) fn area_bytes() -> usize {
+    #[cfg(all(
+        not(loom),
+        target_os = "linux",
+        target_arch = "x86_64",
+        target_env = "gnu"
+    ))]
+    {
+        if let Ok(l) = layout() {
+            return l.area;
+        }
+    }
+    0
+}
+
+#[cfg(all(
+    not(loom),
+    target_os = "linux",
+    target_arch = "x86_64",
+    target_env = "gnu"
+))]
+fn layout() -> &'static Result<glibc::Layout, String> {
+    static LAYOUT: std::sync::OnceLock<Result<glibc::Layout, String>> = std::sync::OnceLock::new();
+    LAYOUT.get_or_init(|| {
+        if std::env::var_os("GOSCHED_VTHREAD").is_some_and(|v| v == "0") {
+            return Err("GOSCHED_VTHREAD=0".into());
+        }
+        let host = HOST.with(|h| h.get());
+        let here = tp::get();
+        // Probe on an OS thread's own thread pointer.
+        let host_tp = if host != 0 { host } else { here };
+        if host != 0 {
+            return Err("the layout must first be read on an OS thread".into());
+        }
+        dtors::link();
+        let host_slot = HOST.with(|h| h as *const Cell<usize> as usize);
+        glibc::probe(host_tp, host_slot as isize - host_tp as isize)
+    })
+}
+
+/// A goroutine's thread pointer and the static TLS below it.
+#[derive(Debug)]
+pub(crate) struct Area {
+    #[cfg_attr(
+        not(all(
+            not(loom),
+            target_os = "linux",
+            target_arch = "x86_64",
+            target_env = "gnu"
+        )),
+        allow(dead_code)
+    )]
+    tp: usize,
+}
+
+impl Area {
+    /// Build an area in `[top - area_bytes(), top)`: a copy of the calling OS
+    /// thread's TCB (its self pointers made ours, the key tables cleared) and the
+    /// executable's block from its image. Requires `supported()`.
+    ///
+    /// # Safety
+    /// The range must be writable memory that nothing else uses until the area
+    /// is dropped; the caller must be on an OS thread's own thread pointer or
+    /// on another area's.
+    #[cfg(all(
+        not(loom),
+        target_os = "linux",
+        target_arch = "x86_64",
+        target_env = "gnu"
+    ))]
+    pub(crate) unsafe fn init(top: usize) -> Area {
+        let l = layout()
+            .as_ref()
+            .expect("vthread::Area::init without support");
+        let host = match HOST.with(|h| h.get()) {
+            0 => tp::get(),
+            h => h,
+        };
+        let tp = (top - l.tcb) & !(l.align - 1);
+        debug_assert!(tp - l.below >= top - l.area);
+        // SAFETY: the caller hands us [top - area, top); the host's TCB is live.
+        unsafe {
+            std::ptr::copy_nonoverlapping(host as *const u8, tp as *mut u8, l.tcb);
+            // tcbhead_t: `tcb` (offset 0) and `self` (offset 16) point at the TCB.
+            *(tp as *mut usize) = tp;
+            *((tp + 16) as *mut usize) = tp;
+            if let Some((first, specific)) = l.keys {
+                std::ptr::write_bytes((tp + first) as *mut u8, 0, specific - first);
+                std::ptr::write_bytes((tp + specific) as *mut usize, 0, 32);
+                *((tp + specific) as *mut usize) = tp + first;
+            }
+            if let Some((b, image)) = l.exe {
+                let at = (tp - b.off) as *mut u8;
+                std::ptr::copy_nonoverlapping(image.as_ptr(), at, image.len());
+                std::ptr::write_bytes(at.add(image.len()), 0, b.len - image.len());
+            }
+            *((tp - l.errno) as *mut i32) = 0;
+        }
+        Area { tp }
+    }
+
+    /// Install this area's thread pointer on the calling OS thread until the
+    /// guard drops, carrying the OS thread's state along (module docs).
+    ///
+    /// # Safety
+    /// The area must be installed on no other thread, and must outlive the guard.
+    #[cfg(all(
+        not(loom),
+        target_os = "linux",
+        target_arch = "x86_64",
+        target_env = "gnu"
+    ))]
+    #[inline]
+    pub(crate) unsafe fn enter(&self) -> Entered {
+        // SAFETY: supported (an Area exists); the caller vouches for exclusivity.
+        let prev = unsafe { switch(tp::get(), self.tp) };
+        Entered { prev, tp: self.tp }
+    }
+
+    /// Run the destructors this goroutine registered (its `thread_local!`s with
+    /// `Drop`), on its own thread pointer, until none is left.
+    ///
+    /// # Safety
+    /// As `enter`; the goroutine's code must be done (no frame of it left).
+    #[cfg(all(
+        not(loom),
+        target_os = "linux",
+        target_arch = "x86_64",
+        target_env = "gnu"
+    ))]
+    pub(crate) unsafe fn run_dtors(&self) {
+        // SAFETY: as the caller vouches.
+        let _in = unsafe { self.enter() };
+        dtors::run_goroutine_dtors();
+    }
+}
+
+/// Restores the thread pointer `Area::enter` replaced.
+#[must_use]
+pub(crate) struct Entered {
+    #[cfg(all(
+        not(loom),
+        target_os = "linux",
+        target_arch = "x86_64",
+        target_env = "gnu"
+    ))]
+    prev: usize,
+    #[cfg(all(
+        not(loom),
+        target_os = "linux",
+        target_arch = "x86_64",
+        target_env = "gnu"
+    ))]
+    tp: usize,
+}
+
+#[cfg(all(
+    not(loom),
+    target_os = "linux",
+    target_arch = "x86_64",
+    target_env = "gnu"
+))]
+impl Drop for Entered {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: `tp` is installed (entered by us), `prev` was before it.
+        unsafe { switch(self.tp, self.prev) };
+    }
+}
+
+/// Move the OS thread's state from the area at `from` to the one at `to`, then
+/// install `to`. Returns `from`.
+#[cfg(all(
+    not(loom),
+    target_os = "linux",
+    target_arch = "x86_64",
+    target_env = "gnu"
+))]
+#[inline(never)]
+unsafe fn switch(from: usize, to: usize) -> usize {
+    // SAFETY: supported, or no area would exist.
+    let l = unsafe { layout().as_ref().unwrap_unchecked() };
+    // SAFETY: both are TCBs laid out as `l` says (an OS thread's or `Area::init`'s).
+    unsafe {
+        for r in &l.os_ranges {
+            std::ptr::copy_nonoverlapping(
+                (from - r.off) as *const u8,
+                (to - r.off) as *mut u8,
+                r.len,
+            );
+        }
+        *((to + l.dtv) as *mut usize) = *((from + l.dtv) as *const usize);
+        *((to + l.tid) as *mut i32) = *((from + l.tid) as *const i32);
+        // Our own HOST slot, by its offset: no thread-local access here, whose
+        // address the compiler could keep across `tp::set`.
+        let slot = |tp: usize| (tp as isize + l.host) as *mut usize;
+        let host = match *slot(from) {
+            0 => from,
+            h => h,
+        };
+        if to != host {
+            // Into an area: it gets the kernel's view of this thread's CPU. Never
+            // back: the kernel keeps the OS thread's own rseq area current.
+            if let Some((off, len)) = l.rseq {
+                std::ptr::copy_nonoverlapping(
+                    (from + off) as *const u8,
+                    (to + off) as *mut u8,
+                    len,
+                );
+            }
+        }
+        // An area says where its OS thread's own TLS is; an OS thread's own TLS
+        // says nothing.
+        *slot(to) = if to == host { 0 } else { host };
+        tp::set(to);
+    }
+    from
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;
