@@ -336,3 +336,96 @@ fn tls_destructors_run_per_goroutine() {
     assert_eq!(DROPS.load(SeqCst), 1000);
     assert_eq!(SUM.load(SeqCst), 1000 * 1001 / 2);
 }
+
+/// `fork` from a goroutine: the child runs on the goroutine's thread pointer,
+/// reads its thread-locals and exits with what it read; `Command` works too.
+#[test]
+fn fork_from_a_goroutine() {
+    thread_local! {
+        static V: Cell<i32> = const { Cell::new(0) };
+    }
+    let rt = common::rt(2);
+    let (status, out) = rt
+        .block_on(rt.go(|| {
+            V.with(|v| v.set(42));
+            gosched::yield_now();
+            // SAFETY: the child only reads a thread-local and calls _exit.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                // SAFETY: async-signal-safe exit of the child.
+                unsafe { libc::_exit(V.with(|v| v.get())) };
+            }
+            assert!(pid > 0, "fork failed");
+            let mut status = 0;
+            // SAFETY: our child.
+            assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+            let out = std::process::Command::new("sh")
+                .args(["-c", "echo forked"])
+                .output()
+                .unwrap();
+            (status, out)
+        }))
+        .unwrap();
+    assert!(libc::WIFEXITED(status), "child status {status:#x}");
+    assert_eq!(libc::WEXITSTATUS(status), 42);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "forked\n");
+}
+
+/// A `dlopen`ed library's TLS (dynamic TLS, through the DTV and
+/// `__tls_get_addr`) stays per OS thread: two goroutines on one M share it,
+/// and a goroutine that first touches it allocates the M's block.
+#[test]
+fn dlopened_tls_is_per_os_thread() {
+    let dir = std::env::temp_dir().join(format!("gosched-vthread-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("tlslib.c");
+    let lib = dir.join("libtlslib.so");
+    std::fs::write(
+        &src,
+        "static __thread long v = 5;\nlong tls_get(void) { return v; }\nvoid tls_set(long x) { v = x; }\n",
+    )
+    .unwrap();
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let built = std::process::Command::new(&cc)
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .status()
+        .unwrap_or_else(|e| panic!("this test builds a C library with `{cc}`: {e}"));
+    assert!(built.success());
+    let path = std::ffi::CString::new(lib.to_str().unwrap()).unwrap();
+    // SAFETY: a library of ours with no constructors.
+    let h = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW) };
+    assert!(!h.is_null());
+    // SAFETY: symbols of that library, of these types.
+    let (get, set) = unsafe {
+        let g = libc::dlsym(h, c"tls_get".as_ptr());
+        let s = libc::dlsym(h, c"tls_set".as_ptr());
+        assert!(!g.is_null() && !s.is_null());
+        (
+            std::mem::transmute::<*mut libc::c_void, extern "C" fn() -> i64>(g),
+            std::mem::transmute::<*mut libc::c_void, extern "C" fn(i64)>(s),
+        )
+    };
+    let rt = one_p();
+    let (a_set, a_set_rx) = pair::<()>();
+    let (b_set, b_set_rx) = pair::<()>();
+    let a = rt.go(move || {
+        assert_eq!(get(), 5, "the module's initial value on a fresh M");
+        set(1);
+        a_set.send(()).unwrap();
+        assert_eq!(b_set_rx.recv(), Some(()));
+        get()
+    });
+    let b = rt.go(move || {
+        assert_eq!(a_set_rx.recv(), Some(()));
+        let seen = get();
+        set(2);
+        b_set.send(()).unwrap();
+        seen
+    });
+    assert_eq!(rt.block_on(b).unwrap(), 1, "B sees the M's value A set");
+    assert_eq!(rt.block_on(a).unwrap(), 2, "A sees the M's value B set");
+    assert_eq!(get(), 5, "this thread's own block is untouched");
+    let _ = std::fs::remove_dir_all(&dir);
+}

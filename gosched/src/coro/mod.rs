@@ -325,13 +325,25 @@ where
         ));
     }
 
-    /// Resume the coroutine on the goroutine's thread pointer.
+    /// Resume the coroutine on the goroutine's thread pointer. A goroutine that
+    /// stays on its M leaves its area installed when it suspends: the schedule
+    /// loop runs on it, and the next goroutine's install replaces it (one switch
+    /// per change of goroutine, none when the same one runs again). One that may
+    /// move leaves its area before the poll returns: another M may install it.
     #[inline(always)]
     fn resume(&mut self) -> CoroutineResult<(), Outcome<T>> {
         #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
-        // SAFETY: our area, polled by one M at a time (the task's RUNNING bit);
-        // the guard leaves it before the poll returns, unwinding included.
-        let _in = self.area.as_ref().map(|a| unsafe { a.enter() });
+        let _leave = match &self.area {
+            Some(area) => {
+                // SAFETY: our area, polled by one M at a time (the task's
+                // RUNNING bit); a pinned goroutine's area is installed only on
+                // its own M, a migratable one's left below, and every area is
+                // left before its stack goes back (`finish`, `Drop`).
+                unsafe { area.install() };
+                LeaveArea(!self.ctx.pinned)
+            }
+            None => LeaveArea(false),
+        };
         resume_on(&self.ctx, self.co.as_mut().expect("coroutine"))
     }
 
@@ -341,10 +353,24 @@ where
         let co = self.co.take().expect("coroutine");
         #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
         if let Some(area) = self.area.take() {
-            // SAFETY: our area; no frame of the goroutine is left.
+            // SAFETY: our area; no frame of the goroutine is left. It leaves the
+            // area for the OS thread's own thread pointer.
             unsafe { area.run_dtors() };
         }
         release_stack(co.into_stack().stack);
+    }
+}
+
+/// Puts the OS thread back on its own thread pointer when dropped (if armed),
+/// unwinding included.
+struct LeaveArea(bool);
+
+impl Drop for LeaveArea {
+    #[inline]
+    fn drop(&mut self) {
+        if self.0 {
+            crate::vthread::to_host();
+        }
     }
 }
 
@@ -391,8 +417,12 @@ impl<F, T> Drop for Goroutine<F, T> {
                 .set((&mut noop as *mut Context<'_>).cast::<Context<'static>>());
             self.ctx.unwinding.set(true);
             #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
-            // SAFETY: as in `resume`: the task is being dropped by its one owner.
-            let _in = self.area.as_ref().map(|a| unsafe { a.enter() });
+            let _leave = self.area.as_ref().map(|a| {
+                // SAFETY: as in `resume`: the task is being dropped by its one
+                // owner, and the area is left below (`run_dtors`) or by the guard.
+                unsafe { a.install() };
+                LeaveArea(true)
+            });
             escaped = force_unwind_on(&self.ctx, &mut co).err();
         }
         if self.ctx.lock_depth.replace(0) > 0 {

@@ -766,6 +766,9 @@ struct ExitGuard {
 
 impl Drop for ExitGuard {
     fn drop(&mut self) {
+        // The thread exits on its own thread pointer, not on the area of the
+        // last goroutine that ran (glibc's exit path reads its TCB).
+        crate::vthread::to_host();
         if !self.retired.get() {
             self.shared.nthreads.fetch_sub(1, AcqRel);
             // Also when a panic ends the thread: nobody may pull its id.
@@ -1057,6 +1060,11 @@ impl MachineCtx {
         if self.shared.debug.hogs {
             let h = task.header();
             p.running.set(h.id, h.goroutine, h.site);
+        }
+        if !task.header().goroutine {
+            // An async task runs on the M's own thread-locals, not on the area
+            // of the goroutine that ran before it (`vthread`).
+            crate::vthread::to_host();
         }
         let ran = task.run_detailed();
         self.running.set(None);

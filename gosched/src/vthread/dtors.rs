@@ -129,3 +129,72 @@ pub(super) fn run_goroutine_dtors() {
         unsafe { (node.dtor)(node.obj) };
     }
 }
+
+/// glibc's `PTHREAD_KEYS_MAX`, `PTHREAD_KEY_2NDLEVEL_SIZE` and
+/// `PTHREAD_DESTRUCTOR_ITERATIONS` (fixed by the ABI).
+const KEYS_MAX: usize = 1024;
+const LEVEL2: usize = 32;
+const ITERATIONS: usize = 4;
+
+/// The pthread key destructors of the goroutine whose TCB is at `tp`, as
+/// glibc's `__nptl_deallocate_tsd` runs a thread's at its exit: every key
+/// with a value and a destructor, up to four rounds while destructors set
+/// values again; then the second-level blocks glibc allocated are freed.
+///
+/// # Safety
+/// `tp` is the installed area's TCB; `first`/`specific` the key tables'
+/// offsets in it, `registry` glibc's `__pthread_keys`.
+pub(super) unsafe fn run_key_dtors(tp: usize, first: usize, specific: usize, registry: usize) {
+    let used = (tp + specific + LEVEL2 * 8) as *mut bool;
+    let table = (tp + specific) as *mut *mut [usize; 2];
+    // SAFETY: the area's own `specific_used` flag (it follows `specific`).
+    if !unsafe { *used } {
+        return;
+    }
+    for _ in 0..ITERATIONS {
+        // SAFETY: as above.
+        unsafe { *used = false };
+        for l1 in 0..KEYS_MAX / LEVEL2 {
+            // SAFETY: the area's tables: entry 0 is its own first block.
+            let block = unsafe { *table.add(l1) };
+            if block.is_null() {
+                continue;
+            }
+            for l2 in 0..LEVEL2 {
+                let key = l1 * LEVEL2 + l2;
+                // SAFETY: a `{seq, data}` pair of the block; the registry's
+                // `{seq, destr}` of the same key.
+                unsafe {
+                    let slot = &mut *block.add(l2);
+                    let data = slot[1];
+                    if data == 0 {
+                        continue;
+                    }
+                    slot[1] = 0;
+                    let reg = (registry + key * 16) as *const [usize; 2];
+                    let [seq, destr] = *reg;
+                    if seq == slot[0] && destr != 0 {
+                        let destr: Dtor = std::mem::transmute::<usize, Dtor>(destr);
+                        destr(data as *mut c_void);
+                    }
+                }
+            }
+        }
+        // SAFETY: as above.
+        if !unsafe { *used } {
+            break;
+        }
+    }
+    for l1 in 1..KEYS_MAX / LEVEL2 {
+        // SAFETY: glibc callocs the second-level blocks; the area's own.
+        unsafe {
+            let block = *table.add(l1);
+            if !block.is_null() {
+                libc::free(block.cast());
+                *table.add(l1) = ptr::null_mut();
+            }
+        }
+    }
+    // SAFETY: the first block stays the area's.
+    unsafe { *table = (tp + first) as *mut [usize; 2] };
+}

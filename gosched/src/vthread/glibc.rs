@@ -33,9 +33,9 @@ pub(super) struct Layout {
     pub(super) align: usize,
     /// The executable's block, initialised from its image for each goroutine.
     pub(super) exe: Option<(Below, &'static [u8])>,
-    /// Every other module's static block (the C library's first), without
-    /// errno's four bytes: the OS thread's, carried along at every switch.
-    pub(super) os_ranges: Vec<Below>,
+    /// Every other module's static block (the C library's first): the OS
+    /// thread's, carried along at every switch (errno's four bytes excepted).
+    pub(super) os_blocks: Vec<Below>,
     /// errno, below the thread pointer: the goroutine's own.
     pub(super) errno: usize,
     /// Offsets above the thread pointer of the DTV pointer and the kernel tid.
@@ -46,6 +46,9 @@ pub(super) struct Layout {
     /// `specific_1stblock` and `specific` (the pthread key tables), above the
     /// thread pointer: cleared in each goroutine's copy.
     pub(super) keys: Option<(usize, usize)>,
+    /// glibc's key registry, `__pthread_keys` (`{seq, destr}` per key): a
+    /// goroutine's key destructors run at its end as at a thread's exit.
+    pub(super) pthread_keys: Option<usize>,
     /// Offset from the thread pointer of `vthread`'s own `HOST` slot.
     pub(super) host: isize,
     /// Bytes of a goroutine's area (static TLS, TCB and alignment slack).
@@ -148,7 +151,10 @@ pub(super) fn probe(host_tp: usize, host: isize) -> Result<Layout, String> {
         // entry points at `specific_1stblock`, inside the TCB.
         let first = unsafe { *((host_tp + d[2] as usize) as *const usize) };
         let off = first.checked_sub(host_tp)?;
-        (d[0] == 64 && off + (d[1] as usize) * 8 <= tcb && off < d[2] as usize)
+        // The descriptor covers the whole array (2048 bits, one element, on
+        // 2.36): glibc's 32 level-2 pointers.
+        let bytes = (d[0] as usize / 8) * d[1] as usize;
+        (bytes == 32 * 8 && d[2] as usize + bytes <= tcb && off < d[2] as usize)
             .then_some((off, d[2] as usize))
     });
     let rseq = {
@@ -202,28 +208,7 @@ pub(super) fn probe(host_tp: usize, host: isize) -> Result<Layout, String> {
         return Err("errno is not in static TLS".into());
     }
     let errno = host_tp - errno_at;
-    let mut os_ranges = Vec::new();
-    let mut errno_found = false;
-    for b in os {
-        if b.off >= errno && b.off - b.len < errno {
-            errno_found = true;
-            // Cut errno's four bytes out: [tp-b.off, tp-errno) and [tp-errno+4, tp-b.off+b.len).
-            os_ranges.push(Below {
-                off: b.off,
-                len: b.off - errno,
-            });
-            let rest = b.len - (b.off - errno) - 4;
-            if rest > 0 {
-                os_ranges.push(Below {
-                    off: errno - 4,
-                    len: rest,
-                });
-            }
-        } else {
-            os_ranges.push(b);
-        }
-    }
-    if !errno_found {
+    if !os.iter().any(|b| b.off >= errno && b.off - b.len < errno) {
         return Err("errno is not inside the C library's TLS block".into());
     }
     if let Some((b, _)) = exe {
@@ -238,12 +223,13 @@ pub(super) fn probe(host_tp: usize, host: isize) -> Result<Layout, String> {
         tcb,
         align,
         exe,
-        os_ranges,
+        os_blocks: os,
         errno,
         dtv: dtv[2] as usize,
         tid: tid[2] as usize,
         rseq,
         keys,
+        pthread_keys: (!sym(c"__pthread_keys").is_null()).then(|| sym(c"__pthread_keys") as usize),
         host,
         area,
     })

@@ -301,6 +301,8 @@ impl Area {
                 std::ptr::write_bytes((tp + first) as *mut u8, 0, specific - first);
                 std::ptr::write_bytes((tp + specific) as *mut usize, 0, 32);
                 *((tp + specific) as *mut usize) = tp + first;
+                // `specific_used`, after the table: no key set yet.
+                *((tp + specific + 32 * 8) as *mut bool) = false;
             }
             if let Some((b, image)) = l.exe {
                 let at = (tp - b.off) as *mut u8;
@@ -318,6 +320,7 @@ impl Area {
     /// # Safety
     /// The area must be installed on no other thread, and must outlive the guard.
     #[cfg(all(
+        test,
         not(loom),
         target_os = "linux",
         target_arch = "x86_64",
@@ -330,11 +333,35 @@ impl Area {
         Entered { prev, tp: self.tp }
     }
 
-    /// Run the destructors this goroutine registered (its `thread_local!`s with
-    /// `Drop`), on its own thread pointer, until none is left.
+    /// Install this area on the calling OS thread and leave it installed
+    /// (until `to_host` or another area's install): the schedule loop runs on
+    /// it after the goroutine suspends. Only for a goroutine no other OS thread
+    /// may run (one that stays on its M): nobody else installs its area while
+    /// this thread may still be on it. A no-op when it is installed already.
     ///
     /// # Safety
-    /// As `enter`; the goroutine's code must be done (no frame of it left).
+    /// As `enter`, and the area must be left (`to_host`) before it is freed.
+    #[cfg(all(
+        not(loom),
+        target_os = "linux",
+        target_arch = "x86_64",
+        target_env = "gnu"
+    ))]
+    #[inline]
+    pub(crate) unsafe fn install(&self) {
+        let cur = tp::get();
+        if cur != self.tp {
+            // SAFETY: as the caller vouches.
+            unsafe { switch(cur, self.tp) };
+        }
+    }
+
+    /// Run the destructors this goroutine registered (its `thread_local!`s with
+    /// `Drop`), on its own thread pointer, until none is left; then leave it for
+    /// the OS thread's own.
+    ///
+    /// # Safety
+    /// As `install`; the goroutine's code must be done (no frame of it left).
     #[cfg(all(
         not(loom),
         target_os = "linux",
@@ -343,12 +370,42 @@ impl Area {
     ))]
     pub(crate) unsafe fn run_dtors(&self) {
         // SAFETY: as the caller vouches.
-        let _in = unsafe { self.enter() };
+        unsafe { self.install() };
+        // glibc's order at a thread's exit: TLS destructors, then pthread keys.
         dtors::run_goroutine_dtors();
+        // SAFETY: supported (an Area exists).
+        let l = unsafe { layout().as_ref().unwrap_unchecked() };
+        if let (Some((first, specific)), Some(registry)) = (l.keys, l.pthread_keys) {
+            // SAFETY: our area is installed; the offsets are glibc's.
+            unsafe { dtors::run_key_dtors(self.tp, first, specific, registry) };
+        }
+        to_host();
+    }
+}
+
+/// Put the calling OS thread back on its own thread pointer, if an area is
+/// installed (an M before it exits or polls an async task; a goroutine that
+/// may move, after its poll).
+#[inline]
+pub(crate) fn to_host() {
+    #[cfg(all(
+        not(loom),
+        target_os = "linux",
+        target_arch = "x86_64",
+        target_env = "gnu"
+    ))]
+    {
+        let host = HOST.with(|h| h.get());
+        if host != 0 {
+            // SAFETY: an area is installed (HOST is set only in areas) and
+            // `host` is this OS thread's own TCB.
+            unsafe { switch(tp::get(), host) };
+        }
     }
 }
 
 /// Restores the thread pointer `Area::enter` replaced.
+#[cfg(test)]
 #[must_use]
 pub(crate) struct Entered {
     #[cfg(all(
@@ -368,6 +425,7 @@ pub(crate) struct Entered {
 }
 
 #[cfg(all(
+    test,
     not(loom),
     target_os = "linux",
     target_arch = "x86_64",
@@ -391,17 +449,20 @@ impl Drop for Entered {
 ))]
 #[inline(never)]
 unsafe fn switch(from: usize, to: usize) -> usize {
+    if from == to {
+        return from;
+    }
     // SAFETY: supported, or no area would exist.
     let l = unsafe { layout().as_ref().unwrap_unchecked() };
     // SAFETY: both are TCBs laid out as `l` says (an OS thread's or `Area::init`'s).
     unsafe {
-        for r in &l.os_ranges {
-            std::ptr::copy_nonoverlapping(
-                (from - r.off) as *const u8,
-                (to - r.off) as *mut u8,
-                r.len,
-            );
+        // The other modules' blocks, whole, then `to`'s errno back over the
+        // copy: it is the goroutine's (or the OS thread's) own.
+        let errno = *((to - l.errno) as *const i32);
+        for b in &l.os_blocks {
+            copy_block(from - b.off, to - b.off, b.len);
         }
+        *((to - l.errno) as *mut i32) = errno;
         *((to + l.dtv) as *mut usize) = *((from + l.dtv) as *const usize);
         *((to + l.tid) as *mut i32) = *((from + l.tid) as *const i32);
         // Our own HOST slot, by its offset: no thread-local access here, whose
@@ -428,6 +489,27 @@ unsafe fn switch(from: usize, to: usize) -> usize {
         tp::set(to);
     }
     from
+}
+
+/// Copy `len` bytes from `from` to `to` (distinct blocks of two areas), in
+/// words when both are word-sized multiples (the common case: no call).
+#[cfg(all(
+    not(loom),
+    target_os = "linux",
+    target_arch = "x86_64",
+    target_env = "gnu"
+))]
+#[inline(always)]
+unsafe fn copy_block(from: usize, to: usize, len: usize) {
+    if (from | to | len) % 8 == 0 {
+        for i in (0..len).step_by(8) {
+            // SAFETY: inside both blocks (the caller's), aligned.
+            unsafe { *((to + i) as *mut u64) = *((from + i) as *const u64) };
+        }
+    } else {
+        // SAFETY: as above.
+        unsafe { std::ptr::copy_nonoverlapping(from as *const u8, to as *mut u8, len) };
+    }
 }
 
 #[cfg(all(test, not(loom)))]

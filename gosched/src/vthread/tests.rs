@@ -133,3 +133,81 @@ fn os_locals_are_the_threads() {
     // SAFETY: as above.
     unsafe { area.run_dtors() };
 }
+
+#[test]
+fn the_layout_is_complete() {
+    let l = layout().as_ref().unwrap();
+    assert!(l.keys.is_some(), "the pthread key tables were found: {l:?}");
+    assert!(l.rseq.is_some(), "{l:?}");
+    assert!(l.exe.is_some(), "{l:?}");
+    assert!(l.pthread_keys.is_some(), "{l:?}");
+}
+
+#[test]
+fn pthread_keys_are_the_areas() {
+    let mut keys = [0 as libc::pthread_key_t; 40];
+    for k in &mut keys {
+        // SAFETY: a fresh key, no destructor.
+        assert_eq!(unsafe { libc::pthread_key_create(k, None) }, 0);
+        // SAFETY: our key.
+        unsafe { libc::pthread_setspecific(*k, 1 as *const _) };
+    }
+    let (_mem, area) = area_on_heap();
+    {
+        // SAFETY: as above.
+        let _in = unsafe { area.enter() };
+        for &k in &keys {
+            // SAFETY: our key; the area's tables start empty.
+            assert!(unsafe { libc::pthread_getspecific(k) }.is_null());
+        }
+        // Key 39 lives in a second-level block: the area's own, not the host's.
+        // SAFETY: our key.
+        unsafe { libc::pthread_setspecific(keys[39], 2 as *const _) };
+    }
+    for &k in &keys {
+        // SAFETY: our key.
+        assert_eq!(unsafe { libc::pthread_getspecific(k) } as usize, 1);
+        // SAFETY: our key, deleted once.
+        unsafe { libc::pthread_key_delete(k) };
+    }
+    // SAFETY: as above.
+    unsafe { area.run_dtors() };
+}
+
+#[test]
+fn pthread_key_destructors_run_with_the_area() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    static RAN: AtomicUsize = AtomicUsize::new(0);
+    unsafe extern "C" fn destr(p: *mut libc::c_void) {
+        assert!(on_virtual_thread());
+        RAN.fetch_add(p as usize, SeqCst);
+    }
+    let mut keys = [0 as libc::pthread_key_t; 40];
+    for k in &mut keys {
+        // SAFETY: a fresh key with our destructor.
+        assert_eq!(unsafe { libc::pthread_key_create(k, Some(destr)) }, 0);
+    }
+    let (_mem, area) = area_on_heap();
+    {
+        // SAFETY: as above.
+        let _in = unsafe { area.enter() };
+        for &k in &keys {
+            // SAFETY: our key.
+            unsafe { libc::pthread_setspecific(k, 1 as *const _) };
+        }
+    }
+    assert_eq!(RAN.load(SeqCst), 0);
+    // SAFETY: as above.
+    unsafe { area.run_dtors() };
+    assert_eq!(
+        RAN.load(SeqCst),
+        40,
+        "every key's destructor, first and second level"
+    );
+    for &k in &keys {
+        // SAFETY: our key; this thread never set it.
+        assert!(unsafe { libc::pthread_getspecific(k) }.is_null());
+        // SAFETY: our key, deleted once.
+        unsafe { libc::pthread_key_delete(k) };
+    }
+}

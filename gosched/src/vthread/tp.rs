@@ -41,15 +41,30 @@ pub(super) fn get() -> usize {
 /// `tp` must point at a TCB whose self pointers are `tp` and whose thread's
 /// blocks lie below it as the layout says (`Area::init`, or a thread's own).
 /// The caller must not use a thread-local address computed before the call
-/// after it (the function is `#[inline(never)]` so callers reload theirs).
-#[inline(never)]
+/// after it (the caller, `switch`, is `#[inline(never)]` and touches none).
+#[inline(always)]
 pub(super) unsafe fn set(tp: usize) {
     if FSGSBASE.load(Relaxed) {
         // SAFETY: FSGSBASE is enabled (HWCAP2); the caller vouches for `tp`.
         unsafe { asm!("wrfsbase {}", in(reg) tp, options(nostack, preserves_flags)) };
     } else {
-        // SAFETY: as above; ARCH_SET_FS only changes this thread's FS base.
-        let r = unsafe { libc::syscall(libc::SYS_arch_prctl, 0x1002, tp) };
-        assert_eq!(r, 0, "gosched: arch_prctl(ARCH_SET_FS) failed");
+        // SAFETY: as above.
+        unsafe { set_slow(tp) };
+    }
+}
+
+/// `set` without FSGSBASE: the kernel writes the FS base (a syscall).
+///
+/// # Safety
+/// As `set`.
+#[cold]
+#[inline(never)]
+unsafe fn set_slow(tp: usize) {
+    // SAFETY: ARCH_SET_FS only changes this thread's FS base; the caller
+    // vouches for `tp`. It cannot fail for a canonical address.
+    let r = unsafe { libc::syscall(libc::SYS_arch_prctl, 0x1002, tp) };
+    if r != 0 {
+        // No panic here: the thread pointer may be half-way between two areas.
+        std::process::abort();
     }
 }
