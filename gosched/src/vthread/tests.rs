@@ -150,7 +150,7 @@ fn pthread_keys_are_the_areas() {
         // SAFETY: a fresh key, no destructor.
         assert_eq!(unsafe { libc::pthread_key_create(k, None) }, 0);
         // SAFETY: our key.
-        unsafe { libc::pthread_setspecific(*k, 1 as *const _) };
+        unsafe { libc::pthread_setspecific(*k, std::ptr::without_provenance(1)) };
     }
     let (_mem, area) = area_on_heap();
     {
@@ -162,7 +162,7 @@ fn pthread_keys_are_the_areas() {
         }
         // Key 39 lives in a second-level block: the area's own, not the host's.
         // SAFETY: our key.
-        unsafe { libc::pthread_setspecific(keys[39], 2 as *const _) };
+        unsafe { libc::pthread_setspecific(keys[39], std::ptr::without_provenance(2)) };
     }
     for &k in &keys {
         // SAFETY: our key.
@@ -193,7 +193,7 @@ fn pthread_key_destructors_run_with_the_area() {
         let _in = unsafe { area.enter() };
         for &k in &keys {
             // SAFETY: our key.
-            unsafe { libc::pthread_setspecific(k, 1 as *const _) };
+            unsafe { libc::pthread_setspecific(k, std::ptr::without_provenance(1)) };
         }
     }
     assert_eq!(RAN.load(SeqCst), 0);
