@@ -39,9 +39,13 @@
 //!
 //! # Thread-locals
 //!
-//! By default a goroutine never changes OS thread once it has started ("The
-//! thread rule", `sched/machine.rs`), so thread-locals behave in it as on a
-//! plain thread. Only a goroutine made migratable (the `unsafe`
+//! Where goroutines are virtual threads (`vthread`: Linux x86-64 with glibc)
+//! each runs on a thread pointer of its own, so its `thread_local!`s are its
+//! own wherever it runs, and the code that switches (`resume`, `Drop`)
+//! touches thread-locals only through `#[inline(never)]` functions called
+//! after the switch. Elsewhere, by default a goroutine never changes OS
+//! thread once it has started ("The thread rule", `sched/machine.rs`), and
+//! only a goroutine made migratable (the `unsafe`
 //! `Builder::migrate_goroutines` / `Go::migratable`) may resume on another
 //! OS thread after a blocking call; its code must not touch a thread-local
 //! both before and after a blocking call within one function activation.

@@ -37,11 +37,24 @@
 //!
 //! # The switch
 //!
-//! `Goroutine::poll` (`coro/mod.rs`) enters the goroutine's area before it
-//! resumes the coroutine and leaves it when the coroutine suspends or returns,
-//! also on unwinding: scheduler code always runs on the M's own thread pointer.
-//! A goroutine's area is installed on at most one OS thread at a time because
-//! its task is polled by one M at a time (the task's RUNNING bit).
+//! `Goroutine::poll` (`coro/mod.rs`) installs the goroutine's area before it
+//! resumes the coroutine. `switch` moves the OS thread's state from the area it
+//! replaces into the one it installs, so the installed area always holds it.
+//! - A goroutine that stays on its M (the thread rule) leaves its area installed
+//!   when it suspends: the schedule loop runs on it, and the next goroutine's
+//!   install replaces it (one switch per change of goroutine, none when the same
+//!   one runs again). No other OS thread ever installs that area, so nobody
+//!   writes it while this M's scheduler code uses it.
+//! - A goroutine that may move leaves its area before its poll returns: another
+//!   M may install it as soon as its task is queued again.
+//! - An M goes back to its own thread pointer (`to_host`) before it polls an
+//!   async task and before it exits; a finished or cancelled goroutine's area is
+//!   left before its stack goes back.
+//!
+//! An area is installed on at most one OS thread at a time: its task is polled
+//! by one M at a time (the task's RUNNING bit), and the rules above. Nothing in
+//! `switch` uses a thread-local (the compiler may keep a thread-local's address
+//! across the FS-base write): it reaches the `HOST` slots by their offset.
 //!
 //! # Platforms
 //!
