@@ -429,3 +429,41 @@ fn dlopened_tls_is_per_os_thread() {
     assert_eq!(get(), 5, "this thread's own block is untouched");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Goroutines that move between Ms while they allocate and free: each M's
+/// malloc state must stay its own (a shared tcache corrupts the heap).
+#[test]
+fn allocation_across_moves() {
+    // SAFETY: goroutines are virtual threads here (checked below), so the
+    // promise holds by construction.
+    let rt = unsafe {
+        gosched::Builder::new()
+            .procs(2)
+            .migrate_goroutines(true)
+            .build()
+            .unwrap()
+    };
+    assert_eq!(gosched::runtime::virtual_threads(), Ok(()));
+    let handles: Vec<_> = (0..64)
+        .map(|i| {
+            rt.go(move || {
+                let mut kept: Vec<Vec<u64>> = Vec::new();
+                for r in 0..300u64 {
+                    let v: Vec<u64> = (0..(r % 37) + i).collect();
+                    kept.push(v);
+                    if kept.len() > 8 {
+                        let old = kept.remove(0);
+                        assert!(old.iter().enumerate().all(|(k, &x)| x == k as u64));
+                    }
+                    if r % 4 == 0 {
+                        gosched::yield_now();
+                    }
+                }
+                kept.len()
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(rt.block_on(h).unwrap(), 8);
+    }
+}

@@ -872,7 +872,7 @@ pub fn trace_snapshot(path: impl AsRef<std::path::Path>) -> std::io::Result<Trac
 /// supports them; `GOSCHED_VTHREAD=0` turns them off.
 ///
 /// ```
-/// # #[cfg(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
+/// # #[cfg(all(not(miri), target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
 /// assert_eq!(gosched::runtime::virtual_threads(), Ok(()));
 /// ```
 pub fn virtual_threads() -> Result<(), &'static str> {

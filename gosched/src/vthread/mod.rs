@@ -67,6 +67,7 @@ use std::cell::Cell;
 use std::thread::LocalKey;
 
 #[cfg(all(
+    not(miri),
     not(loom),
     target_os = "linux",
     target_arch = "x86_64",
@@ -74,6 +75,7 @@ use std::thread::LocalKey;
 ))]
 mod dtors;
 #[cfg(all(
+    not(miri),
     not(loom),
     target_os = "linux",
     target_arch = "x86_64",
@@ -81,6 +83,7 @@ mod dtors;
 ))]
 mod glibc;
 #[cfg(all(
+    not(miri),
     not(loom),
     target_os = "linux",
     target_arch = "x86_64",
@@ -107,6 +110,7 @@ pub(crate) fn on_virtual_thread() -> bool {
 #[inline]
 pub(crate) fn host_addr<T>(p: *const T) -> *const T {
     #[cfg(all(
+        not(miri),
         not(loom),
         target_os = "linux",
         target_arch = "x86_64",
@@ -159,6 +163,7 @@ fn at_os_thread_exit(
     obj: *mut std::ffi::c_void,
 ) {
     #[cfg(all(
+        not(miri),
         not(loom),
         target_os = "linux",
         target_arch = "x86_64",
@@ -197,6 +202,7 @@ fn fallback_atexit(dtor: unsafe extern "C" fn(*mut std::ffi::c_void), obj: *mut 
 /// Why goroutines cannot have thread pointers of their own here (None: they do).
 pub(crate) fn unsupported_reason() -> Option<&'static str> {
     #[cfg(all(
+        not(miri),
         not(loom),
         target_os = "linux",
         target_arch = "x86_64",
@@ -206,6 +212,7 @@ pub(crate) fn unsupported_reason() -> Option<&'static str> {
         layout().as_ref().err().map(|s| s.as_str())
     }
     #[cfg(not(all(
+        not(miri),
         not(loom),
         target_os = "linux",
         target_arch = "x86_64",
@@ -226,6 +233,7 @@ pub(crate) fn supported() -> bool {
 #[inline]
 pub(crate) fn area_bytes() -> usize {
     #[cfg(all(
+        not(miri),
         not(loom),
         target_os = "linux",
         target_arch = "x86_64",
@@ -240,6 +248,7 @@ pub(crate) fn area_bytes() -> usize {
 }
 
 #[cfg(all(
+    not(miri),
     not(loom),
     target_os = "linux",
     target_arch = "x86_64",
@@ -269,6 +278,7 @@ fn layout() -> &'static Result<glibc::Layout, String> {
 pub(crate) struct Area {
     #[cfg_attr(
         not(all(
+            not(miri),
             not(loom),
             target_os = "linux",
             target_arch = "x86_64",
@@ -289,6 +299,7 @@ impl Area {
     /// is dropped; the caller must be on an OS thread's own thread pointer or
     /// on another area's.
     #[cfg(all(
+        not(miri),
         not(loom),
         target_os = "linux",
         target_arch = "x86_64",
@@ -333,6 +344,7 @@ impl Area {
     /// # Safety
     /// The area must be installed on no other thread, and must outlive the guard.
     #[cfg(all(
+        not(miri),
         test,
         not(loom),
         target_os = "linux",
@@ -355,6 +367,7 @@ impl Area {
     /// # Safety
     /// As `enter`, and the area must be left (`to_host`) before it is freed.
     #[cfg(all(
+        not(miri),
         not(loom),
         target_os = "linux",
         target_arch = "x86_64",
@@ -376,6 +389,7 @@ impl Area {
     /// # Safety
     /// As `install`; the goroutine's code must be done (no frame of it left).
     #[cfg(all(
+        not(miri),
         not(loom),
         target_os = "linux",
         target_arch = "x86_64",
@@ -402,6 +416,7 @@ impl Area {
 #[inline]
 pub(crate) fn to_host() {
     #[cfg(all(
+        not(miri),
         not(loom),
         target_os = "linux",
         target_arch = "x86_64",
@@ -422,6 +437,7 @@ pub(crate) fn to_host() {
 #[must_use]
 pub(crate) struct Entered {
     #[cfg(all(
+        not(miri),
         not(loom),
         target_os = "linux",
         target_arch = "x86_64",
@@ -429,6 +445,7 @@ pub(crate) struct Entered {
     ))]
     prev: usize,
     #[cfg(all(
+        not(miri),
         not(loom),
         target_os = "linux",
         target_arch = "x86_64",
@@ -438,6 +455,7 @@ pub(crate) struct Entered {
 }
 
 #[cfg(all(
+    not(miri),
     test,
     not(loom),
     target_os = "linux",
@@ -455,6 +473,7 @@ impl Drop for Entered {
 /// Move the OS thread's state from the area at `from` to the one at `to`, then
 /// install `to`. Returns `from`.
 #[cfg(all(
+    not(miri),
     not(loom),
     target_os = "linux",
     target_arch = "x86_64",
@@ -507,6 +526,7 @@ unsafe fn switch(from: usize, to: usize) -> usize {
 /// Copy `len` bytes from `from` to `to` (distinct blocks of two areas), in
 /// words when both are word-sized multiples (the common case: no call).
 #[cfg(all(
+    not(miri),
     not(loom),
     target_os = "linux",
     target_arch = "x86_64",

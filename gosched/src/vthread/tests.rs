@@ -211,3 +211,30 @@ fn pthread_key_destructors_run_with_the_area() {
         unsafe { libc::pthread_key_delete(k) };
     }
 }
+
+#[test]
+fn malloc_caches_are_the_os_threads() {
+    // glibc's tcache is LIFO per size: a block freed on one side is the next
+    // one handed out on the other only if both use the OS thread's cache,
+    // which lives in the C library's block `switch` carries both ways.
+    let (_mem, area) = area_on_heap();
+    // SAFETY: plain malloc/free of our own blocks.
+    unsafe {
+        let p = libc::malloc(40);
+        libc::free(p);
+        let q = {
+            let _in = area.enter();
+            let q = libc::malloc(40);
+            assert_eq!(q, p, "the area allocates from the OS thread's cache");
+            libc::free(q);
+            q
+        };
+        let r = libc::malloc(40);
+        assert_eq!(
+            r, q,
+            "what the area freed went back to the OS thread's cache"
+        );
+        libc::free(r);
+        area.run_dtors();
+    }
+}
