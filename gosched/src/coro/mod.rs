@@ -299,12 +299,7 @@ where
         let top = corosensei::stack::Stack::base(&stack).get();
         let area_bytes = crate::vthread::area_bytes();
         let base = (top - area_bytes) & !15;
-        #[cfg(all(
-            not(miri),
-            target_os = "linux",
-            target_arch = "x86_64",
-            target_env = "gnu"
-        ))]
+        #[cfg(vthread)]
         if crate::vthread::supported() {
             // SAFETY: the top `area_bytes` of our own stack, which the coroutine
             // never uses (its stack starts at `base`).
@@ -341,12 +336,7 @@ where
     /// move leaves its area before the poll returns: another M may install it.
     #[inline(always)]
     fn resume(&mut self) -> CoroutineResult<(), Outcome<T>> {
-        #[cfg(all(
-            not(miri),
-            target_os = "linux",
-            target_arch = "x86_64",
-            target_env = "gnu"
-        ))]
+        #[cfg(vthread)]
         let _leave = match &self.area {
             Some(area) => {
                 // SAFETY: our area, polled by one M at a time (the task's
@@ -365,12 +355,7 @@ where
     /// pointer, then its stack goes back.
     fn finish(&mut self) {
         let co = self.co.take().expect("coroutine");
-        #[cfg(all(
-            not(miri),
-            target_os = "linux",
-            target_arch = "x86_64",
-            target_env = "gnu"
-        ))]
+        #[cfg(vthread)]
         if let Some(area) = self.area.take() {
             // SAFETY: our area; no frame of the goroutine is left. It leaves the
             // area for the OS thread's own thread pointer.
@@ -435,12 +420,7 @@ impl<F, T> Drop for Goroutine<F, T> {
                 .cx
                 .set((&mut noop as *mut Context<'_>).cast::<Context<'static>>());
             self.ctx.unwinding.set(true);
-            #[cfg(all(
-                not(miri),
-                target_os = "linux",
-                target_arch = "x86_64",
-                target_env = "gnu"
-            ))]
+            #[cfg(vthread)]
             let _leave = self.area.as_ref().map(|a| {
                 // SAFETY: as in `resume`: the task is being dropped by its one
                 // owner, and the area is left below (`run_dtors`) or by the guard.
@@ -453,12 +433,7 @@ impl<F, T> Drop for Goroutine<F, T> {
             // Cancelled while locked (on its own M, `cancel_homed`).
             crate::sched::lockos::unlock_current();
         }
-        #[cfg(all(
-            not(miri),
-            target_os = "linux",
-            target_arch = "x86_64",
-            target_env = "gnu"
-        ))]
+        #[cfg(vthread)]
         if let Some(area) = self.area.take() {
             // SAFETY: our area; the unwind left no frame of the goroutine.
             unsafe { area.run_dtors() };

@@ -872,8 +872,11 @@ pub fn trace_snapshot(path: impl AsRef<std::path::Path>) -> std::io::Result<Trac
 /// supports them; `GOSCHED_VTHREAD=0` turns them off.
 ///
 /// ```
-/// # #[cfg(all(not(miri), target_os = "linux", target_arch = "x86_64", target_env = "gnu"))]
-/// assert_eq!(gosched::runtime::virtual_threads(), Ok(()));
+/// if cfg!(all(target_os = "linux", target_arch = "x86_64", target_env = "gnu"))
+///     && std::env::var_os("GOSCHED_VTHREAD").is_none()
+/// {
+///     assert_eq!(gosched::runtime::virtual_threads(), Ok(()));
+/// }
 /// ```
 pub fn virtual_threads() -> Result<(), &'static str> {
     match crate::vthread::unsupported_reason() {

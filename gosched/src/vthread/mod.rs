@@ -66,29 +66,11 @@
 use std::cell::Cell;
 use std::thread::LocalKey;
 
-#[cfg(all(
-    not(miri),
-    not(loom),
-    target_os = "linux",
-    target_arch = "x86_64",
-    target_env = "gnu"
-))]
+#[cfg(vthread)]
 mod dtors;
-#[cfg(all(
-    not(miri),
-    not(loom),
-    target_os = "linux",
-    target_arch = "x86_64",
-    target_env = "gnu"
-))]
+#[cfg(vthread)]
 mod glibc;
-#[cfg(all(
-    not(miri),
-    not(loom),
-    target_os = "linux",
-    target_arch = "x86_64",
-    target_env = "gnu"
-))]
+#[cfg(vthread)]
 mod tp;
 
 thread_local! {
@@ -109,13 +91,7 @@ pub(crate) fn on_virtual_thread() -> bool {
 /// initialisation (`const`, no `Drop`): the host's slot is read as it is.
 #[inline]
 pub(crate) fn host_addr<T>(p: *const T) -> *const T {
-    #[cfg(all(
-        not(miri),
-        not(loom),
-        target_os = "linux",
-        target_arch = "x86_64",
-        target_env = "gnu"
-    ))]
+    #[cfg(vthread)]
     {
         let host = HOST.with(|h| h.get());
         if host != 0 {
@@ -162,13 +138,7 @@ fn at_os_thread_exit(
     dtor: unsafe extern "C" fn(*mut std::ffi::c_void),
     obj: *mut std::ffi::c_void,
 ) {
-    #[cfg(all(
-        not(miri),
-        not(loom),
-        target_os = "linux",
-        target_arch = "x86_64",
-        target_env = "gnu"
-    ))]
+    #[cfg(vthread)]
     if dtors::os_thread_atexit(dtor, obj) {
         return;
     }
@@ -201,23 +171,11 @@ fn fallback_atexit(dtor: unsafe extern "C" fn(*mut std::ffi::c_void), obj: *mut 
 
 /// Why goroutines cannot have thread pointers of their own here (None: they do).
 pub(crate) fn unsupported_reason() -> Option<&'static str> {
-    #[cfg(all(
-        not(miri),
-        not(loom),
-        target_os = "linux",
-        target_arch = "x86_64",
-        target_env = "gnu"
-    ))]
+    #[cfg(vthread)]
     {
         layout().as_ref().err().map(|s| s.as_str())
     }
-    #[cfg(not(all(
-        not(miri),
-        not(loom),
-        target_os = "linux",
-        target_arch = "x86_64",
-        target_env = "gnu"
-    )))]
+    #[cfg(not(vthread))]
     {
         Some("goroutines have thread pointers of their own only on Linux x86-64 with glibc")
     }
@@ -232,13 +190,7 @@ pub(crate) fn supported() -> bool {
 /// Bytes a goroutine's area takes from the top of its stack (0: unsupported).
 #[inline]
 pub(crate) fn area_bytes() -> usize {
-    #[cfg(all(
-        not(miri),
-        not(loom),
-        target_os = "linux",
-        target_arch = "x86_64",
-        target_env = "gnu"
-    ))]
+    #[cfg(vthread)]
     {
         if let Ok(l) = layout() {
             return l.area;
@@ -247,13 +199,7 @@ pub(crate) fn area_bytes() -> usize {
     0
 }
 
-#[cfg(all(
-    not(miri),
-    not(loom),
-    target_os = "linux",
-    target_arch = "x86_64",
-    target_env = "gnu"
-))]
+#[cfg(vthread)]
 fn layout() -> &'static Result<glibc::Layout, String> {
     static LAYOUT: std::sync::OnceLock<Result<glibc::Layout, String>> = std::sync::OnceLock::new();
     LAYOUT.get_or_init(|| {
@@ -276,16 +222,7 @@ fn layout() -> &'static Result<glibc::Layout, String> {
 /// A goroutine's thread pointer and the static TLS below it.
 #[derive(Debug)]
 pub(crate) struct Area {
-    #[cfg_attr(
-        not(all(
-            not(miri),
-            not(loom),
-            target_os = "linux",
-            target_arch = "x86_64",
-            target_env = "gnu"
-        )),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(vthread), allow(dead_code))]
     tp: usize,
 }
 
@@ -298,13 +235,7 @@ impl Area {
     /// The range must be writable memory that nothing else uses until the area
     /// is dropped; the caller must be on an OS thread's own thread pointer or
     /// on another area's.
-    #[cfg(all(
-        not(miri),
-        not(loom),
-        target_os = "linux",
-        target_arch = "x86_64",
-        target_env = "gnu"
-    ))]
+    #[cfg(vthread)]
     pub(crate) unsafe fn init(top: usize) -> Area {
         let l = layout()
             .as_ref()
@@ -343,14 +274,7 @@ impl Area {
     ///
     /// # Safety
     /// The area must be installed on no other thread, and must outlive the guard.
-    #[cfg(all(
-        not(miri),
-        test,
-        not(loom),
-        target_os = "linux",
-        target_arch = "x86_64",
-        target_env = "gnu"
-    ))]
+    #[cfg(all(test, vthread))]
     #[inline]
     pub(crate) unsafe fn enter(&self) -> Entered {
         // SAFETY: supported (an Area exists); the caller vouches for exclusivity.
@@ -366,13 +290,7 @@ impl Area {
     ///
     /// # Safety
     /// As `enter`, and the area must be left (`to_host`) before it is freed.
-    #[cfg(all(
-        not(miri),
-        not(loom),
-        target_os = "linux",
-        target_arch = "x86_64",
-        target_env = "gnu"
-    ))]
+    #[cfg(vthread)]
     #[inline]
     pub(crate) unsafe fn install(&self) {
         let cur = tp::get();
@@ -388,13 +306,7 @@ impl Area {
     ///
     /// # Safety
     /// As `install`; the goroutine's code must be done (no frame of it left).
-    #[cfg(all(
-        not(miri),
-        not(loom),
-        target_os = "linux",
-        target_arch = "x86_64",
-        target_env = "gnu"
-    ))]
+    #[cfg(vthread)]
     pub(crate) unsafe fn run_dtors(&self) {
         // SAFETY: as the caller vouches.
         unsafe { self.install() };
@@ -415,13 +327,7 @@ impl Area {
 /// may move, after its poll).
 #[inline]
 pub(crate) fn to_host() {
-    #[cfg(all(
-        not(miri),
-        not(loom),
-        target_os = "linux",
-        target_arch = "x86_64",
-        target_env = "gnu"
-    ))]
+    #[cfg(vthread)]
     {
         let host = HOST.with(|h| h.get());
         if host != 0 {
@@ -436,32 +342,13 @@ pub(crate) fn to_host() {
 #[cfg(test)]
 #[must_use]
 pub(crate) struct Entered {
-    #[cfg(all(
-        not(miri),
-        not(loom),
-        target_os = "linux",
-        target_arch = "x86_64",
-        target_env = "gnu"
-    ))]
+    #[cfg(vthread)]
     prev: usize,
-    #[cfg(all(
-        not(miri),
-        not(loom),
-        target_os = "linux",
-        target_arch = "x86_64",
-        target_env = "gnu"
-    ))]
+    #[cfg(vthread)]
     tp: usize,
 }
 
-#[cfg(all(
-    not(miri),
-    test,
-    not(loom),
-    target_os = "linux",
-    target_arch = "x86_64",
-    target_env = "gnu"
-))]
+#[cfg(all(test, vthread))]
 impl Drop for Entered {
     #[inline]
     fn drop(&mut self) {
@@ -472,13 +359,7 @@ impl Drop for Entered {
 
 /// Move the OS thread's state from the area at `from` to the one at `to`, then
 /// install `to`. Returns `from`.
-#[cfg(all(
-    not(miri),
-    not(loom),
-    target_os = "linux",
-    target_arch = "x86_64",
-    target_env = "gnu"
-))]
+#[cfg(vthread)]
 #[inline(never)]
 unsafe fn switch(from: usize, to: usize) -> usize {
     if from == to {
@@ -525,13 +406,7 @@ unsafe fn switch(from: usize, to: usize) -> usize {
 
 /// Copy `len` bytes from `from` to `to` (distinct blocks of two areas), in
 /// words when both are word-sized multiples (the common case: no call).
-#[cfg(all(
-    not(miri),
-    not(loom),
-    target_os = "linux",
-    target_arch = "x86_64",
-    target_env = "gnu"
-))]
+#[cfg(vthread)]
 #[inline(always)]
 unsafe fn copy_block(from: usize, to: usize, len: usize) {
     if (from | to | len) % 8 == 0 {
@@ -545,5 +420,5 @@ unsafe fn copy_block(from: usize, to: usize, len: usize) {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, vthread))]
 mod tests;
