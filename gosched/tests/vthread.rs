@@ -22,6 +22,20 @@ fn one_p() -> gosched::Runtime {
     common::rt(1)
 }
 
+/// Two Ps, goroutines free to change M (Go's scheduling).
+fn migrating_2p() -> gosched::Runtime {
+    assert_eq!(gosched::runtime::virtual_threads(), Ok(()));
+    // SAFETY: goroutines are virtual threads here (checked above), so the
+    // promise holds by construction.
+    unsafe {
+        gosched::Builder::new()
+            .procs(2)
+            .migrate_goroutines(true)
+            .build()
+            .unwrap()
+    }
+}
+
 /// Pattern 1: a lazy `thread_local!` whose initialiser parks. On one P, A
 /// starts the init and parks; B initialises its own and keeps `&X` across a
 /// park; A's init returns. Under the thread rule std took A's return for a
@@ -249,15 +263,7 @@ fn per_goroutine_values_across_moves() {
     thread_local! {
         static MINE: Cell<usize> = const { Cell::new(usize::MAX) };
     }
-    // SAFETY: the tests' goroutines keep no thread-local address across a
-    // blocking call that they rely on for anything but this check.
-    let rt = unsafe {
-        gosched::Builder::new()
-            .procs(2)
-            .migrate_goroutines(true)
-            .build()
-            .unwrap()
-    };
+    let rt = migrating_2p();
     let moved = Arc::new(AtomicUsize::new(0));
     let handles: Vec<_> = (0..100)
         .map(|i| {
@@ -352,8 +358,12 @@ fn fork_from_a_goroutine() {
             // SAFETY: the child only reads a thread-local and calls _exit.
             let pid = unsafe { libc::fork() };
             if pid == 0 {
-                // SAFETY: async-signal-safe exit of the child.
-                unsafe { libc::_exit(V.with(|v| v.get())) };
+                // The child is single-threaded and glibc's fork bookkeeping
+                // ran on the M's TCB: it can start a thread, and exits with
+                // what its goroutine's thread-local holds.
+                let started = std::thread::spawn(|| 1).join().unwrap_or(0);
+                // SAFETY: the child's own exit.
+                unsafe { libc::_exit(V.with(|v| v.get()) + started) };
             }
             assert!(pid > 0, "fork failed");
             let mut status = 0;
@@ -367,7 +377,7 @@ fn fork_from_a_goroutine() {
         }))
         .unwrap();
     assert!(libc::WIFEXITED(status), "child status {status:#x}");
-    assert_eq!(libc::WEXITSTATUS(status), 42);
+    assert_eq!(libc::WEXITSTATUS(status), 43);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "forked\n");
 }
 
@@ -434,16 +444,7 @@ fn dlopened_tls_is_per_os_thread() {
 /// malloc state must stay its own (a shared tcache corrupts the heap).
 #[test]
 fn allocation_across_moves() {
-    // SAFETY: goroutines are virtual threads here (checked below), so the
-    // promise holds by construction.
-    let rt = unsafe {
-        gosched::Builder::new()
-            .procs(2)
-            .migrate_goroutines(true)
-            .build()
-            .unwrap()
-    };
-    assert_eq!(gosched::runtime::virtual_threads(), Ok(()));
+    let rt = migrating_2p();
     let handles: Vec<_> = (0..64)
         .map(|i| {
             rt.go(move || {
@@ -466,4 +467,34 @@ fn allocation_across_moves() {
     for h in handles {
         assert_eq!(rt.block_on(h).unwrap(), 8);
     }
+}
+
+/// A runtime dropped inside a goroutine of another cancels its parked
+/// migratable goroutines on that goroutine's thread: each unwinds on its own
+/// thread pointer, and the dropping goroutine gets its own back.
+#[test]
+fn dropping_a_runtime_inside_a_goroutine_keeps_its_thread_locals() {
+    thread_local! {
+        static V: Cell<u32> = const { Cell::new(0) };
+    }
+    let outer = one_p();
+    let seen = outer
+        .block_on(outer.go(|| {
+            V.with(|v| v.set(7));
+            let inner = migrating_2p();
+            let (started_tx, started) = pair::<()>();
+            let never = chan::<()>(0);
+            let rx = never.clone();
+            inner.go(move || {
+                V.with(|v| v.set(99));
+                started_tx.send(()).unwrap();
+                rx.recv()
+            });
+            assert_eq!(started.recv(), Some(()));
+            drop(inner);
+            drop(never);
+            V.with(|v| v.get())
+        }))
+        .unwrap();
+    assert_eq!(seen, 7);
 }

@@ -343,7 +343,7 @@ where
                 // RUNNING bit); a pinned goroutine's area is installed only on
                 // its own M, a migratable one's left below, and every area is
                 // left before its stack goes back (`finish`, `Drop`).
-                unsafe { area.install() };
+                let _ = unsafe { area.install() };
                 LeaveArea(!self.ctx.pinned)
             }
             None => LeaveArea(false),
@@ -357,9 +357,9 @@ where
         let co = self.co.take().expect("coroutine");
         #[cfg(vthread)]
         if let Some(area) = self.area.take() {
-            // SAFETY: our area; no frame of the goroutine is left. It leaves the
-            // area for the OS thread's own thread pointer.
-            unsafe { area.run_dtors() };
+            // SAFETY: our area; no frame of the goroutine is left. Polled by an
+            // M (`execute`), so it ends on the OS thread's own thread pointer.
+            unsafe { area.run_dtors(crate::vthread::Installed::host()) };
         }
         release_stack(co.into_stack().stack);
     }
@@ -411,6 +411,15 @@ impl<F, T> Drop for Goroutine<F, T> {
             }
             return;
         };
+        // The unwind and the destructors run on the goroutine's thread pointer;
+        // then the one installed before comes back: the M's, or the area of the
+        // goroutine whose code drops this one (a runtime dropped inside another
+        // runtime's goroutine cancels its goroutines there).
+        #[cfg(vthread)]
+        // SAFETY: the task is being dropped by its one owner; the area is left
+        // below (`run_dtors`), and nothing between unwinds (`force_unwind_on`
+        // catches).
+        let back = self.area.as_ref().map(|a| unsafe { a.install() });
         let mut escaped = None;
         if !co.done() {
             // Suspended: unwind its stack so its destructors run. Blocking calls
@@ -420,13 +429,6 @@ impl<F, T> Drop for Goroutine<F, T> {
                 .cx
                 .set((&mut noop as *mut Context<'_>).cast::<Context<'static>>());
             self.ctx.unwinding.set(true);
-            #[cfg(vthread)]
-            let _leave = self.area.as_ref().map(|a| {
-                // SAFETY: as in `resume`: the task is being dropped by its one
-                // owner, and the area is left below (`run_dtors`) or by the guard.
-                unsafe { a.install() };
-                LeaveArea(true)
-            });
             escaped = force_unwind_on(&self.ctx, &mut co).err();
         }
         if self.ctx.lock_depth.replace(0) > 0 {
@@ -434,9 +436,10 @@ impl<F, T> Drop for Goroutine<F, T> {
             crate::sched::lockos::unlock_current();
         }
         #[cfg(vthread)]
-        if let Some(area) = self.area.take() {
-            // SAFETY: our area; the unwind left no frame of the goroutine.
-            unsafe { area.run_dtors() };
+        if let (Some(area), Some(back)) = (self.area.take(), back) {
+            // SAFETY: our area; the unwind left no frame of the goroutine;
+            // `back` was installed on this thread before (`install`).
+            unsafe { area.run_dtors(back) };
         }
         release_stack(co.into_stack().stack);
         if let Some(panic) = escaped {

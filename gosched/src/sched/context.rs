@@ -74,6 +74,10 @@ pub(crate) struct MachineGuard(());
 
 impl Drop for MachineGuard {
     fn drop(&mut self) {
+        // The slot is the OS thread's own: leave a goroutine's area first (also
+        // when a panic ends the schedule loop with one installed).
+        #[cfg(not(loom))]
+        crate::vthread::to_host();
         MACHINE.with(|m| m.set(ptr::null()));
     }
 }

@@ -109,8 +109,10 @@ pub(super) fn os_thread_atexit(dtor: Dtor, obj: *mut c_void) -> bool {
     }
 }
 
-/// Run the installed goroutine's destructors (`Area::run_dtors`).
-pub(super) fn run_goroutine_dtors() {
+/// Run the installed goroutine's destructors (`Area::run_dtors`). True if
+/// there were any.
+pub(super) fn run_goroutine_dtors() -> bool {
+    let mut ran = false;
     loop {
         let node = LIST.with(|l| {
             let n = l.get();
@@ -121,8 +123,9 @@ pub(super) fn run_goroutine_dtors() {
             n
         });
         if node.is_null() {
-            return;
+            return ran;
         }
+        ran = true;
         // SAFETY: made by Box::into_raw above, unlinked just now.
         let node = unsafe { Box::from_raw(node) };
         // SAFETY: registered for this object, called once.
@@ -141,15 +144,22 @@ const ITERATIONS: usize = 4;
 /// with a value and a destructor, up to four rounds while destructors set
 /// values again; then the second-level blocks glibc allocated are freed.
 ///
+/// True if any key had a value.
+///
 /// # Safety
 /// `tp` is the installed area's TCB; `first`/`specific` the key tables'
 /// offsets in it, `registry` glibc's `__pthread_keys`.
-pub(super) unsafe fn run_key_dtors(tp: usize, first: usize, specific: usize, registry: usize) {
+pub(super) unsafe fn run_key_dtors(
+    tp: usize,
+    first: usize,
+    specific: usize,
+    registry: usize,
+) -> bool {
     let used = (tp + specific + LEVEL2 * 8) as *mut bool;
     let table = (tp + specific) as *mut *mut [usize; 2];
     // SAFETY: the area's own `specific_used` flag (it follows `specific`).
     if !unsafe { *used } {
-        return;
+        return false;
     }
     for _ in 0..ITERATIONS {
         // SAFETY: as above.
@@ -197,4 +207,5 @@ pub(super) unsafe fn run_key_dtors(tp: usize, first: usize, specific: usize, reg
     }
     // SAFETY: the first block stays the area's.
     unsafe { *table = (tp + first) as *mut [usize; 2] };
+    true
 }

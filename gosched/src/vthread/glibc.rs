@@ -211,10 +211,35 @@ pub(super) fn probe(host_tp: usize, host: isize) -> Result<Layout, String> {
     if !os.iter().any(|b| b.off >= errno && b.off - b.len < errno) {
         return Err("errno is not inside the C library's TLS block".into());
     }
-    if let Some((b, _)) = exe {
-        if b.off > below {
-            return Err("the executable's TLS block lies outside static TLS".into());
-        }
+    // Only the C library's block is carried between areas. Another module's
+    // static block may be reached through the DTV (general-dynamic code),
+    // which points at the OS thread's own copy: an area's snapshot of it would
+    // be stale, and copying it back would undo what was written through the
+    // DTV. Such a process keeps goroutines on the OS thread's TLS.
+    if os.len() != 1 {
+        return Err(format!(
+            "{} shared objects have static TLS (only the C library's can follow an OS thread)",
+            os.len()
+        ));
+    }
+    let Some((b, _)) = exe else {
+        return Err("the executable has no TLS block".into());
+    };
+    if b.off > below {
+        return Err("the executable's TLS block lies outside static TLS".into());
+    }
+    // Our own thread-locals must be the executable's (not a cdylib's in a host
+    // program, or a dynamically linked std's).
+    let host_off = (-host) as usize;
+    if host >= 0 || host_off > b.off || b.off - host_off + 8 > b.len {
+        return Err("gosched's thread-locals are not in the executable's TLS block".into());
+    }
+    if keys.is_none() {
+        return Err("the pthread key tables were not found in the TCB".into());
+    }
+    let pthread_keys = sym(c"__pthread_keys");
+    if pthread_keys.is_null() {
+        return Err("glibc does not export __pthread_keys".into());
     }
     let area = below.div_ceil(align) * align + tcb.div_ceil(64) * 64 + align;
     super::tp::probe();
@@ -229,7 +254,7 @@ pub(super) fn probe(host_tp: usize, host: isize) -> Result<Layout, String> {
         tid: tid[2] as usize,
         rseq,
         keys,
-        pthread_keys: (!sym(c"__pthread_keys").is_null()).then(|| sym(c"__pthread_keys") as usize),
+        pthread_keys: Some(pthread_keys as usize),
         host,
         area,
     })

@@ -19,18 +19,20 @@
 //!   the goroutine's start. That is every `thread_local!` of Rust code linked into
 //!   the executable: std's panic count and `thread::current()` (a `ThreadId` of its
 //!   own), tracing's span stack, RNG handles, and allocators linked into the
-//!   executable (their thread caches: `docs/ARCHITECTURE.md` §5 has what they
-//!   cost). Also errno, `pthread_self()` and the pthread key tables (cleared at
-//!   start; key destructors do not run at the goroutine's end).
-//!   The goroutine's TLS destructors (`__cxa_thread_atexit_impl`, `dtors.rs`)
-//!   run when it ends, on its thread pointer.
+//!   executable (their thread caches). Also errno, `pthread_self()` and the
+//!   pthread key tables (cleared at start). The goroutine's TLS destructors
+//!   (`__cxa_thread_atexit_impl`, `dtors.rs`) and key destructors run when it
+//!   ends, on its thread pointer.
 //! - **Per OS thread:** every other module's static block (the C library's:
 //!   malloc's tcache and arena, locale, the TLS destructor list of the thread),
-//!   the DTV (so `dlopen`ed modules' TLS, reached through `__tls_get_addr`), the
-//!   kernel tid and the rseq area. `enter` copies them from the thread pointer it
-//!   replaces into the goroutine's area, and `Entered::drop` copies them back, so
-//!   whichever area is installed holds the OS thread's current values and no two
-//!   OS threads ever share them.
+//!   the DTV (so `dlopen`ed modules' TLS, reached through `__tls_get_addr`) and
+//!   the kernel tid. Every `switch` copies them from the thread pointer it
+//!   replaces into the one it installs, so whichever is installed holds the OS
+//!   thread's current values and no two OS threads ever share them. (Only the C
+//!   library may have a static block besides the executable: another's could be
+//!   written through the DTV, behind the copy's back; the probe refuses it.)
+//!   An area's rseq area says "not registered": the kernel updates only the OS
+//!   thread's.
 //! - **The scheduler's per-M state** lives in the M's own TLS. Code that runs on a
 //!   goroutine reaches it through `host_addr` (the area's `HOST` slot holds the
 //!   OS thread's own thread pointer) or `with_os_local`.
@@ -80,7 +82,11 @@ thread_local! {
 }
 
 /// True while the running code is on a goroutine's thread pointer.
-#[inline]
+///
+/// Every function here that reads a thread-local is `#[inline(never)]`: its
+/// callers may switch the thread pointer (a poll), and the compiler may keep a
+/// thread-local's address across a call within one function.
+#[inline(never)]
 pub(crate) fn on_virtual_thread() -> bool {
     HOST.with(|h| h.get()) != 0
 }
@@ -89,7 +95,9 @@ pub(crate) fn on_virtual_thread() -> bool {
 /// the TLS now installed (the same slot in the host's TLS when a goroutine's
 /// area is installed). Only for thread-locals that need no lazy
 /// initialisation (`const`, no `Drop`): the host's slot is read as it is.
-#[inline]
+/// `p` must have been computed on the thread pointer installed now (in the
+/// caller's own `#[inline(never)]` accessor).
+#[inline(never)]
 pub(crate) fn host_addr<T>(p: *const T) -> *const T {
     #[cfg(vthread)]
     {
@@ -109,7 +117,7 @@ pub(crate) fn with_os_local<T: 'static, R>(
     init: fn() -> T,
     f: impl FnOnce(&T) -> R,
 ) -> R {
-    let cell: *const Cell<*mut T> = host_addr(key.with(|c| c as *const _));
+    let cell = os_slot(key);
     // SAFETY: the host's slot lives as long as its OS thread, which is running
     // this code; only this OS thread touches it.
     let cell = unsafe { &*cell };
@@ -121,6 +129,13 @@ pub(crate) fn with_os_local<T: 'static, R>(
     }
     // SAFETY: made above or earlier on this OS thread, freed only at its exit.
     f(unsafe { &*p })
+}
+
+/// The host's slot of `key`, its address computed here and now (not inlined:
+/// see `on_virtual_thread`).
+#[inline(never)]
+fn os_slot<T: 'static>(key: &'static LocalKey<Cell<*mut T>>) -> *const Cell<*mut T> {
+    host_addr(key.with(|c| c as *const _))
 }
 
 unsafe extern "C" fn drop_os_local<T>(cell: *mut std::ffi::c_void) {
@@ -215,8 +230,56 @@ fn layout() -> &'static Result<glibc::Layout, String> {
         }
         dtors::link();
         let host_slot = HOST.with(|h| h as *const Cell<usize> as usize);
-        glibc::probe(host_tp, host_slot as isize - host_tp as isize)
+        let layout = glibc::probe(host_tp, host_slot as isize - host_tp as isize)?;
+        // SAFETY: plain handlers with no preconditions.
+        if unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_after), Some(fork_after)) }
+            != 0
+        {
+            return Err("pthread_atfork failed".into());
+        }
+        Ok(layout)
     })
+}
+
+#[cfg(vthread)]
+thread_local! {
+    /// The area a `fork` from a goroutine left (the OS thread's own slot).
+    static FORKED_FROM: Cell<usize> = const { Cell::new(0) };
+}
+
+/// `fork` runs glibc's own bookkeeping on the OS thread's TCB (in the child
+/// it takes the running thread for `THREAD_SELF` and recycles every other
+/// thread's stack): a goroutine that forks leaves its area first, and
+/// `fork_after` installs it again in the parent and in the child.
+#[cfg(vthread)]
+extern "C" fn fork_prepare() {
+    let cur = tp::get();
+    if on_virtual_thread() {
+        to_host();
+        set_forked_from(cur);
+    }
+}
+
+#[cfg(vthread)]
+extern "C" fn fork_after() {
+    let area = take_forked_from();
+    if area != 0 {
+        // SAFETY: the area `fork_prepare` left, still this goroutine's (the
+        // forking goroutine is running; in the child, the only one).
+        unsafe { switch(tp::get(), area) };
+    }
+}
+
+#[cfg(vthread)]
+#[inline(never)]
+fn set_forked_from(area: usize) {
+    FORKED_FROM.with(|f| f.set(area));
+}
+
+#[cfg(vthread)]
+#[inline(never)]
+fn take_forked_from() -> usize {
+    FORKED_FROM.with(|f| f.replace(0))
 }
 
 /// A goroutine's thread pointer and the static TLS below it.
@@ -265,6 +328,14 @@ impl Area {
                 std::ptr::write_bytes(at.add(image.len()), 0, b.len - image.len());
             }
             *((tp - l.errno) as *mut i32) = 0;
+            if let Some((off, _)) = l.rseq {
+                // The kernel updates only the OS thread's rseq area: an area's
+                // says "not registered" (`cpu_id_start` and `cpu_id` are
+                // RSEQ_CPU_ID_UNINITIALIZED), so `sched_getcpu` and rseq users
+                // fall back to the system call instead of a stale CPU, and no
+                // per-CPU critical section runs unprotected.
+                *((tp + off) as *mut [i32; 2]) = [-1, -1];
+            }
         }
         Area { tp }
     }
@@ -283,49 +354,91 @@ impl Area {
     }
 
     /// Install this area on the calling OS thread and leave it installed
-    /// (until `to_host` or another area's install): the schedule loop runs on
-    /// it after the goroutine suspends. Only for a goroutine no other OS thread
-    /// may run (one that stays on its M): nobody else installs its area while
-    /// this thread may still be on it. A no-op when it is installed already.
+    /// (until `to_host`, `reinstall` or another area's install): the schedule
+    /// loop runs on it after the goroutine suspends. Only for a goroutine no
+    /// other OS thread may run (one that stays on its M), or one left again
+    /// before its task can be polled elsewhere. A no-op when it is installed
+    /// already. Returns the thread pointer it replaced (for `reinstall`).
     ///
     /// # Safety
-    /// As `enter`, and the area must be left (`to_host`) before it is freed.
+    /// As `enter`, and the area must be left before it is freed.
     #[cfg(vthread)]
-    #[inline]
-    pub(crate) unsafe fn install(&self) {
+    #[inline(never)]
+    pub(crate) unsafe fn install(&self) -> Installed {
         let cur = tp::get();
-        if cur != self.tp {
-            // SAFETY: as the caller vouches.
-            unsafe { switch(cur, self.tp) };
+        if cur == self.tp {
+            // Left installed by its last poll: what comes back after it is the
+            // OS thread's own.
+            return Installed::host();
         }
+        // SAFETY: as the caller vouches.
+        unsafe { switch(cur, self.tp) };
+        Installed(cur)
     }
 
-    /// Run the destructors this goroutine registered (its `thread_local!`s with
-    /// `Drop`), on its own thread pointer, until none is left; then leave it for
-    /// the OS thread's own.
+    /// Run the destructors this goroutine registered, on its own thread
+    /// pointer, as glibc does at a thread's exit: its `thread_local!`s with
+    /// `Drop`, then its pthread keys', again while either registered more (four
+    /// rounds at most); then install `back` (the thread pointer before the
+    /// first `install` of this poll or drop).
     ///
     /// # Safety
-    /// As `install`; the goroutine's code must be done (no frame of it left).
+    /// As `install`; the goroutine's code must be done (no frame of it left);
+    /// `back` is an OS thread's own TCB or an area installed on no other thread.
     #[cfg(vthread)]
-    pub(crate) unsafe fn run_dtors(&self) {
+    #[inline(never)]
+    pub(crate) unsafe fn run_dtors(&self, back: Installed) {
         // SAFETY: as the caller vouches.
-        unsafe { self.install() };
-        // glibc's order at a thread's exit: TLS destructors, then pthread keys.
-        dtors::run_goroutine_dtors();
+        let _ = unsafe { self.install() };
         // SAFETY: supported (an Area exists).
         let l = unsafe { layout().as_ref().unwrap_unchecked() };
-        if let (Some((first, specific)), Some(registry)) = (l.keys, l.pthread_keys) {
-            // SAFETY: our area is installed; the offsets are glibc's.
-            unsafe { dtors::run_key_dtors(self.tp, first, specific, registry) };
+        for _ in 0..4 {
+            let mut ran = dtors::run_goroutine_dtors();
+            if let (Some((first, specific)), Some(registry)) = (l.keys, l.pthread_keys) {
+                // SAFETY: our area is installed; the offsets are glibc's.
+                ran |= unsafe { dtors::run_key_dtors(self.tp, first, specific, registry) };
+            }
+            if !ran {
+                break;
+            }
         }
-        to_host();
+        // SAFETY: as the caller vouches.
+        unsafe { reinstall(back) };
     }
+}
+
+/// The thread pointer an `install` replaced.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Installed(#[cfg_attr(not(vthread), allow(dead_code))] usize);
+
+impl Installed {
+    /// The calling OS thread's own thread pointer.
+    #[cfg(vthread)]
+    #[inline(never)]
+    pub(crate) fn host() -> Installed {
+        Installed(match HOST.with(|h| h.get()) {
+            0 => tp::get(),
+            h => h,
+        })
+    }
+}
+
+/// Install `back` again (the thread pointer an `install` replaced).
+///
+/// # Safety
+/// `back` is this OS thread's own TCB, or an area installed on no other thread
+/// that outlives this call.
+#[cfg(vthread)]
+#[inline(never)]
+pub(crate) unsafe fn reinstall(back: Installed) {
+    // SAFETY: as the caller vouches.
+    unsafe { switch(tp::get(), back.0) };
 }
 
 /// Put the calling OS thread back on its own thread pointer, if an area is
 /// installed (an M before it exits or polls an async task; a goroutine that
 /// may move, after its poll).
-#[inline]
+#[inline(never)]
 pub(crate) fn to_host() {
     #[cfg(vthread)]
     {
@@ -385,17 +498,6 @@ unsafe fn switch(from: usize, to: usize) -> usize {
             0 => from,
             h => h,
         };
-        if to != host {
-            // Into an area: it gets the kernel's view of this thread's CPU. Never
-            // back: the kernel keeps the OS thread's own rseq area current.
-            if let Some((off, len)) = l.rseq {
-                std::ptr::copy_nonoverlapping(
-                    (from + off) as *const u8,
-                    (to + off) as *mut u8,
-                    len,
-                );
-            }
-        }
         // An area says where its OS thread's own TLS is; an OS thread's own TLS
         // says nothing.
         *slot(to) = if to == host { 0 } else { host };

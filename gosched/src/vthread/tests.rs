@@ -52,7 +52,7 @@ fn thread_locals_are_the_areas() {
     assert_eq!(LAZY.with(|v| v.borrow().clone()), vec![1, 2]);
     assert_eq!(std::thread::current().id(), host_id);
     // SAFETY: not installed anywhere, its code done.
-    unsafe { area.run_dtors() };
+    unsafe { area.run_dtors(Installed::host()) };
 }
 
 #[test]
@@ -79,7 +79,7 @@ fn errno_is_the_areas_and_malloc_state_the_threads() {
         assert_eq!(unsafe { *libc::__errno_location() }, 22);
     }
     // SAFETY: as above.
-    unsafe { area.run_dtors() };
+    unsafe { area.run_dtors(Installed::host()) };
 }
 
 #[test]
@@ -104,7 +104,7 @@ fn destructors_run_with_the_area() {
     }
     assert_eq!(DROPPED.load(SeqCst), 0);
     // SAFETY: as above.
-    unsafe { area.run_dtors() };
+    unsafe { area.run_dtors(Installed::host()) };
     assert_eq!(DROPPED.load(SeqCst), 5);
     // The host's own value is untouched and unregistered.
     assert!(V.with(|v| v.borrow().is_none()));
@@ -131,7 +131,7 @@ fn os_locals_are_the_threads() {
     }
     with_os_local(&P, || Cell::new(0), |c| assert_eq!(c.get(), 10));
     // SAFETY: as above.
-    unsafe { area.run_dtors() };
+    unsafe { area.run_dtors(Installed::host()) };
 }
 
 #[test]
@@ -171,7 +171,7 @@ fn pthread_keys_are_the_areas() {
         unsafe { libc::pthread_key_delete(k) };
     }
     // SAFETY: as above.
-    unsafe { area.run_dtors() };
+    unsafe { area.run_dtors(Installed::host()) };
 }
 
 #[test]
@@ -198,7 +198,7 @@ fn pthread_key_destructors_run_with_the_area() {
     }
     assert_eq!(RAN.load(SeqCst), 0);
     // SAFETY: as above.
-    unsafe { area.run_dtors() };
+    unsafe { area.run_dtors(Installed::host()) };
     assert_eq!(
         RAN.load(SeqCst),
         40,
@@ -235,6 +235,6 @@ fn malloc_caches_are_the_os_threads() {
             "what the area freed went back to the OS thread's cache"
         );
         libc::free(r);
-        area.run_dtors();
+        area.run_dtors(Installed::host());
     }
 }
