@@ -25,8 +25,6 @@ pub(super) struct Below {
 
 #[derive(Debug)]
 pub(super) struct Layout {
-    /// Bytes of static TLS below the thread pointer (surplus included).
-    pub(super) below: usize,
     /// `sizeof(struct pthread)`: bytes from the thread pointer up.
     pub(super) tcb: usize,
     /// Alignment of the thread pointer.
@@ -51,7 +49,8 @@ pub(super) struct Layout {
     pub(super) pthread_keys: Option<usize>,
     /// Offset from the thread pointer of `vthread`'s own `HOST` slot.
     pub(super) host: isize,
-    /// Bytes of a goroutine's area (static TLS, TCB and alignment slack).
+    /// Bytes of a goroutine's area: its TCB, the blocks in use below it and
+    /// alignment slack (not the surplus: that is stack).
     pub(super) area: usize,
 }
 
@@ -241,10 +240,14 @@ pub(super) fn probe(host_tp: usize, host: isize) -> Result<Layout, String> {
     if pthread_keys.is_null() {
         return Err("glibc does not export __pthread_keys".into());
     }
-    let area = below.div_ceil(align) * align + tcb.div_ceil(64) * 64 + align;
+    // The area ends where the lowest block starts: the static TLS surplus below
+    // it (space glibc keeps for modules loaded later with static TLS, which
+    // areas do not support) is the top of the goroutine's stack, so a small
+    // goroutine touches one page for both.
+    let used = os.iter().map(|o| o.off).chain([b.off]).max().unwrap_or(0);
+    let area = used.div_ceil(16) * 16 + tcb.div_ceil(64) * 64 + align;
     super::tp::probe();
     Ok(Layout {
-        below,
         tcb,
         align,
         exe,

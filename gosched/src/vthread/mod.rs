@@ -13,7 +13,9 @@
 //! # What is per goroutine, what is per OS thread
 //!
 //! A goroutine's *area* (carved from the top of its stack, `Area::init`) holds a
-//! TCB and a copy of the process's static TLS. While the goroutine runs, the
+//! TCB and the static TLS blocks in use; the surplus glibc reserves below them
+//! (for modules loaded later with static TLS, which areas do not support) is
+//! the top of the goroutine's stack. While the goroutine runs, the
 //! thread pointer (x86-64: the FS base) points at its TCB:
 //! - **Per goroutine:** the executable's TLS block, initialised from its image at
 //!   the goroutine's start. That is every `thread_local!` of Rust code linked into
@@ -308,7 +310,7 @@ impl Area {
             h => h,
         };
         let tp = (top - l.tcb) & !(l.align - 1);
-        debug_assert!(tp - l.below >= top - l.area);
+        debug_assert!(l.os_blocks.iter().all(|b| tp - b.off >= top - l.area));
         // SAFETY: the caller hands us [top - area, top); the host's TCB is live.
         unsafe {
             std::ptr::copy_nonoverlapping(host as *const u8, tp as *mut u8, l.tcb);
