@@ -300,7 +300,7 @@ where
         let area_bytes = crate::vthread::area_bytes();
         let base = (top - area_bytes) & !15;
         #[cfg(vthread)]
-        if crate::vthread::supported() {
+        if area_bytes != 0 {
             // SAFETY: the top `area_bytes` of our own stack, which the coroutine
             // never uses (its stack starts at `base`).
             self.area = Some(unsafe { crate::vthread::Area::init(top) });

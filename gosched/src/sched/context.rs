@@ -75,7 +75,8 @@ pub(crate) struct MachineGuard(());
 impl Drop for MachineGuard {
     fn drop(&mut self) {
         // The slot is the OS thread's own: leave a goroutine's area first (also
-        // when a panic ends the schedule loop with one installed).
+        // when a panic ends the schedule loop with one installed). The M then
+        // exits on its own thread pointer (glibc's exit path reads its TCB).
         #[cfg(not(loom))]
         crate::vthread::to_host();
         MACHINE.with(|m| m.set(ptr::null()));

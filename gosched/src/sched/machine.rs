@@ -766,9 +766,6 @@ struct ExitGuard {
 
 impl Drop for ExitGuard {
     fn drop(&mut self) {
-        // The thread exits on its own thread pointer, not on the area of the
-        // last goroutine that ran (glibc's exit path reads its TCB).
-        crate::vthread::to_host();
         if !self.retired.get() {
             self.shared.nthreads.fetch_sub(1, AcqRel);
             // Also when a panic ends the thread: nobody may pull its id.

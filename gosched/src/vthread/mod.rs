@@ -97,9 +97,11 @@ pub(crate) fn on_virtual_thread() -> bool {
 /// the TLS now installed (the same slot in the host's TLS when a goroutine's
 /// area is installed). Only for thread-locals that need no lazy
 /// initialisation (`const`, no `Drop`): the host's slot is read as it is.
-/// `p` must have been computed on the thread pointer installed now (in the
-/// caller's own `#[inline(never)]` accessor).
-#[inline(never)]
+/// Call it only from an `#[inline(never)]` accessor that computed `p` itself
+/// (`context::current`, `os_slot`): inlined there, it reads `HOST` on the same
+/// thread pointer `p` was computed on, with no call between (the hot path of
+/// every runtime call and task allocation).
+#[inline(always)]
 pub(crate) fn host_addr<T>(p: *const T) -> *const T {
     #[cfg(vthread)]
     {
@@ -198,12 +200,6 @@ pub(crate) fn unsupported_reason() -> Option<&'static str> {
     }
 }
 
-/// Whether goroutines get thread pointers of their own in this process.
-#[inline]
-pub(crate) fn supported() -> bool {
-    area_bytes() != 0
-}
-
 /// Bytes a goroutine's area takes from the top of its stack (0: unsupported).
 #[inline]
 pub(crate) fn area_bytes() -> usize {
@@ -294,7 +290,7 @@ pub(crate) struct Area {
 impl Area {
     /// Build an area in `[top - area_bytes(), top)`: a copy of the calling OS
     /// thread's TCB (its self pointers made ours, the key tables cleared) and the
-    /// executable's block from its image. Requires `supported()`.
+    /// executable's block from its image. Requires `area_bytes() != 0`.
     ///
     /// # Safety
     /// The range must be writable memory that nothing else uses until the area
