@@ -863,3 +863,53 @@ fn too_many_threads_is_go_s_fatal_error() {
         "{stderr}"
     );
 }
+
+/// A sleep armed on a P that `set_procs` then kills (its M still held it)
+/// fires while the one live P stays busy: the dying P's timers move to the
+/// global heap, which every M holding a P runs. Left on the dead P, the
+/// timer waited for an idle M to run it, and the busy runtime had none: the
+/// sleeper never woke.
+#[test]
+fn a_sleep_on_a_p_that_dies_fires_while_the_live_p_is_busy() {
+    let _s = serial();
+    for _ in 0..5 {
+        let rt = rt(2);
+        let (woke_tx, woke_rx) = std::sync::mpsc::channel::<()>();
+        let up = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut hs = Vec::new();
+        for first in [true, false] {
+            let (up, stop, woke) = (up.clone(), stop.clone(), woke_tx.clone());
+            hs.push(rt.go(move || {
+                // Both spin until both run: one on each P.
+                up.fetch_add(1, SeqCst);
+                spin_for(|| up.load(SeqCst) >= 2);
+                if first {
+                    gosched::runtime::set_procs(1);
+                    up.fetch_add(1, SeqCst);
+                    // The hog that keeps the live P busy from now on.
+                    gosched::go(move || {
+                        while !stop.load(Relaxed) {
+                            gosched::yield_now();
+                        }
+                    });
+                } else {
+                    spin_for(|| up.load(SeqCst) == 3);
+                }
+                gosched::time::sleep(Duration::from_millis(2));
+                woke.send(()).unwrap();
+            }));
+        }
+        for _ in 0..2 {
+            let woke = woke_rx.recv_timeout(Duration::from_secs(10));
+            if woke.is_err() {
+                stop.store(true, Relaxed);
+                panic!("a sleep on the P that died never fired");
+            }
+        }
+        stop.store(true, Relaxed);
+        for h in hs {
+            rt.block_on(h).unwrap();
+        }
+    }
+}

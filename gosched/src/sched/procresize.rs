@@ -29,11 +29,11 @@
 //!
 //! Whoever kills a P owns it (RUNNING or RETAKEN): it moves `runnext` and the
 //! ring to the global queue (`destroy_p`), gives the P's cached stacks and
-//! stack promises back to the pool, and stores DEAD under the lock. The
-//! P's timer heap stays where it is: every M that runs "all timers" and the
-//! timer sleeper scan every allocated heap, and no new timer lands on a P
-//! nobody holds, so the heap drains by firing; a P that comes back to life
-//! finds it as it was.
+//! stack promises back to the pool, moves its pending timers to the global
+//! heap (`Timers::move_to`: every M holding a P runs that one at each
+//! schedule; left on the dead P, a timer waited for an idle M, and a
+//! runtime whose live Ps were all busy never had one), and stores DEAD
+//! under the lock. No new timer lands on a P nobody holds.
 
 use super::status;
 use super::{Sched, Shared};
@@ -131,6 +131,7 @@ impl Shared {
     pub(crate) fn kill_p(&self, _s: &mut Sched, pi: usize) {
         let p = &self.procs[pi];
         debug_assert!(!p.has_work(), "a P died with queued work");
+        p.timers.move_to(&self.global_timers);
         // SAFETY: the caller owns the P (see above), so its local state is
         // ours; nobody else touches it until it is live again.
         #[cfg(not(loom))]

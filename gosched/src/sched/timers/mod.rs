@@ -467,6 +467,29 @@ impl Timers {
         }
     }
 
+    /// Move every pending timer of this heap to `to` (a P dies: only Ms
+    /// holding a live P run their own heap, and every such M runs `to`, the
+    /// global heap, at each schedule, so a timer left on a dead P would wait
+    /// for an idle M that a busy runtime never has). Stopped entries are
+    /// dropped instead. The set of deadlines does not change, so no sleeper
+    /// needs a wake. A moved entry keeps this heap as its home: a later stop
+    /// counts its zombie here (a compaction hint, nothing more).
+    pub(crate) fn move_to(&self, to: &Arc<Timers>) {
+        let moved: Vec<_> = {
+            let mut heap = lock(&self.heap);
+            let all = heap.drain().collect();
+            self.len.store(0, Relaxed);
+            self.zombies.store(0, Relaxed);
+            self.when0.store(NEVER, SeqCst);
+            all
+        };
+        for (when, entry) in moved {
+            if entry.state.load(Acquire) != STOPPED {
+                to.add(when, entry);
+            }
+        }
+    }
+
     /// Drop every timer (runtime shutdown); their wakers are dropped unfired.
     pub(crate) fn clear(&self) {
         let drained: Vec<_> = lock(&self.heap).drain().collect();
