@@ -2,7 +2,9 @@
 //! tests (split ping-pong pairs across Ms under `set_procs` changes, Ms
 //! retiring, `lock_os_thread`, virtual time, shutdown during hand-offs, each
 //! with a watchdog that dumps the goroutines if it hangs) and a ticker
-//! beside a split pair on one P. Written by a review of the hand-off.
+//! beside a split pair on one P. Written by a review of the hand-off. The
+//! hand-off is the thread rule's (`common::pinned`); the other stress tests
+//! run the default, where goroutines move.
 
 mod common;
 
@@ -59,7 +61,7 @@ impl Drop for Watchdog {
 /// (ticks in `run`, exchanges in `run`), or None if the split did not
 /// happen.
 fn split_pair_with_ticker(work: u64, run: Duration) -> Option<(u64, u64)> {
-    let rt = gosched::Builder::new().procs(2).build().unwrap();
+    let rt = common::pinned(2);
     let out = rt
         .block_on(rt.go(move || {
             let done = Arc::new(AtomicBool::new(false));
@@ -277,6 +279,7 @@ fn stress_pairs_one_p() {
     for round in 0..4 {
         let rt = gosched::Builder::new()
             .procs(2)
+            .pin_goroutines(true)
             .thread_keep_alive(Some(Duration::from_millis(1)))
             .build()
             .unwrap();

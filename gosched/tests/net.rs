@@ -688,3 +688,124 @@ fn connect_timeout_to_a_full_backlog_times_out() {
     // SAFETY: our fd, closed once.
     unsafe { libc::close(fd) };
 }
+
+/// Go's `TestReadWriteProlongedTimeout`, ported: the server's connection
+/// has a reader and a writer goroutine that each push their deadline an hour
+/// out before every 1-byte operation; the writer never has to park until
+/// the client's receive buffer is full (megabytes). The client makes 1,000
+/// one-byte exchanges, then closes. Every exchange must complete (under the
+/// thread rule the server's reader, sharing the writer's M, waited for it to
+/// fill the buffer: seconds), and both server goroutines end on the close
+/// (an error: the close resets the connection).
+/// Its time is a figure (`--nocapture` prints it), not an assertion.
+#[test]
+fn read_write_prolonged_timeout() {
+    use std::time::{Duration, Instant};
+    let rt = common::rt(2);
+    let l = rt
+        .block_on(async { TcpListener::bind("127.0.0.1:0") })
+        .unwrap();
+    let addr = l.local_addr().unwrap();
+    let server = rt.go(move || {
+        let (c, _) = l.accept().unwrap();
+        let (r, w) = (c.try_clone().unwrap(), c);
+        let reader = gosched::go(move || {
+            let mut b = [0u8; 1];
+            let mut n = 0u64;
+            loop {
+                r.set_read_deadline(Some(Instant::now() + Duration::from_secs(3600)));
+                match (&r).read(&mut b) {
+                    Ok(0) | Err(_) => return n,
+                    Ok(_) => n += 1,
+                }
+            }
+        });
+        let writer = gosched::go(move || loop {
+            w.set_write_deadline(Some(Instant::now() + Duration::from_secs(3600)));
+            if (&w).write(&[7]).is_err() {
+                return;
+            }
+        });
+        let n = reader.join().unwrap();
+        writer.join().unwrap();
+        n
+    });
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let client = rt.go(move || {
+        let mut c = TcpStream::connect(addr).unwrap();
+        let t = Instant::now();
+        let mut b = [0u8; 1];
+        for _ in 0..1000 {
+            c.write_all(&[1]).unwrap();
+            c.read_exact(&mut b).unwrap();
+            assert_eq!(b[0], 7);
+        }
+        let took = t.elapsed();
+        drop(c);
+        done_tx.send(took).unwrap();
+    });
+    let took = done_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the client's 1,000 exchanges did not finish in 60 s");
+    eprintln!("1,000 exchanges beside a flooding writer: {took:?}");
+    rt.block_on(client).unwrap();
+    // The client closes with the writer's bytes unread, which resets the
+    // connection: the reader may lose the tail of what it was sent.
+    let read = rt.block_on(server).unwrap();
+    assert!(
+        read <= 1000,
+        "the server's reader read {read} bytes of 1,000 sent"
+    );
+}
+
+/// Under the thread rule on one P: goroutine A reads one byte at a time
+/// from a socket that a plain thread keeps full, so no read ever parks,
+/// while goroutine B, homed on the same (only) M, is woken from a plain
+/// thread. Only A's yield lets B run: a socket operation is a preemption
+/// point, so sysmon's request ends A's slice at its next read.
+#[test]
+fn a_socket_loop_that_never_parks_yields_to_its_ms_other_goroutines() {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::time::{Duration, Instant};
+    let rt = common::pinned(1);
+    let peer = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = peer.local_addr().unwrap();
+    let flood = std::thread::spawn(move || {
+        let (mut c, _) = peer.accept().unwrap();
+        let chunk = [9u8; 65536];
+        while c.write_all(&chunk).is_ok() {}
+    });
+    let b_ran = Arc::new(AtomicBool::new(false));
+    let br = b_ran.clone();
+    let (ran, reads) = rt
+        .block_on(rt.go(move || {
+            let mut c = TcpStream::connect(addr).unwrap();
+            let wake_b = gosched::chan::<()>(1);
+            let (started, w2, br2) = (gosched::chan::<()>(0), wake_b.clone(), br.clone());
+            let s = started.clone();
+            let b = gosched::go(move || {
+                s.send(()).unwrap();
+                w2.recv().unwrap();
+                br2.store(true, SeqCst);
+            });
+            started.recv().unwrap(); // B is homed on our (the only) M
+            let mut b1 = [0u8; 1];
+            c.read_exact(&mut b1).unwrap(); // the flood has begun
+            std::thread::spawn(move || wake_b.send(()).unwrap());
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut reads = 0u64;
+            while !br.load(SeqCst) && Instant::now() < deadline {
+                c.read_exact(&mut b1).unwrap();
+                reads += 1;
+            }
+            let ran = br.load(SeqCst);
+            drop(c); // ends the flood
+            b.join().unwrap();
+            (ran, reads)
+        }))
+        .unwrap();
+    flood.join().unwrap();
+    eprintln!("B ran after {reads} reads that did not park");
+    assert!(ran, "B never ran beside a read loop that never parks");
+    assert!(b_ran.load(SeqCst));
+}

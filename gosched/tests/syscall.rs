@@ -12,14 +12,14 @@ use std::thread;
 use common::OsThread as ThreadId;
 use std::time::Duration;
 
-use common::rt;
+use common::pinned;
 
 /// On one P: goroutine A's call can only return once goroutine B, homed on
 /// the same M, has run. In place, B could never run (the one M is inside the
 /// call) and the call would time out.
 #[test]
 fn a_slow_call_does_not_strand_its_ms_other_goroutines() {
-    let rt = rt(1);
+    let rt = pinned(1);
     for _ in 0..20 {
         let (b_ran_tx, b_ran_rx) = mpsc::channel::<ThreadId>();
         let go_b = gosched::chan::<()>(0);
@@ -54,7 +54,7 @@ fn a_slow_call_does_not_strand_its_ms_other_goroutines() {
 /// Alone on its M, a goroutine's call runs in place (no hand-off cost).
 #[test]
 fn a_call_of_a_goroutine_alone_on_its_m_runs_in_place() {
-    let rt = rt(1);
+    let rt = pinned(1);
     let same = rt
         .block_on(rt.go(|| {
             let me = common::os_thread();
@@ -75,7 +75,7 @@ fn a_call_of_a_goroutine_alone_on_its_m_runs_in_place() {
 /// in the goroutine.
 #[test]
 fn a_handed_off_call_borrows_and_panics_through() {
-    let rt = rt(1);
+    let rt = pinned(1);
     let r = rt.block_on(rt.go(|| {
         let (hold, keep) = (gosched::chan::<()>(0), gosched::chan::<()>(0));
         let (h, k) = (hold.clone(), keep.clone());
@@ -116,7 +116,7 @@ fn cancelling_a_goroutine_waits_for_its_call() {
     let finished = Arc::new(AtomicBool::new(false));
     let handed_off = Arc::new(AtomicBool::new(false));
     let (in_call_tx, in_call_rx) = mpsc::channel::<()>();
-    let rt = rt(1);
+    let rt = pinned(1);
     let (f, moved) = (finished.clone(), handed_off.clone());
     let h = rt.go(move || {
         let (park, started) = (gosched::chan::<()>(0), gosched::chan::<()>(0));
@@ -151,7 +151,7 @@ fn cancelling_a_goroutine_waits_for_its_call() {
 /// place (the per-site average, `coro/syscall.rs`).
 #[test]
 fn a_site_of_fast_calls_learns_to_run_in_place() {
-    let rt = rt(1);
+    let rt = pinned(1);
     let moved = rt
         .block_on(rt.go(|| {
             let (hold, keep) = (gosched::chan::<()>(0), gosched::chan::<()>(0));
@@ -181,7 +181,7 @@ fn a_site_of_fast_calls_learns_to_run_in_place() {
 #[test]
 fn syscall_async_runs_calls_off_the_p() {
     use std::sync::atomic::AtomicUsize;
-    let rt = rt(1);
+    let rt = pinned(1);
     let ran_meanwhile = Arc::new(AtomicBool::new(false));
     let (inside, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let rm = ran_meanwhile.clone();

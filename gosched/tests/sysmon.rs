@@ -307,7 +307,7 @@ fn cpu_bound_goroutines_spawned_together_get_their_own_ms() {
     const TRIES: usize = 20;
     let mut apart = 0;
     for _ in 0..TRIES {
-        let rt = gosched::Builder::new().procs(2).build().unwrap();
+        let rt = common::pinned(2);
         rt.block_on(rt.go(|| {})).unwrap(); // an M exists, as in W10
         let stop = Arc::new(AtomicBool::new(false));
         let mut callers = Vec::new();
@@ -625,14 +625,14 @@ fn ping_pong_once(rt: gosched::Runtime) -> (u64, u64) {
     }
 }
 
-/// Default mode, 1 proc: goroutine B is homed on the only M and readied from
+/// The thread rule, 1 proc: goroutine B is homed on the only M and readied from
 /// a plain thread while goroutine A, on the same M, loops on `try_recv`
 /// (a runtime call that never blocks). Only A's yield can let B run: sysmon
 /// asks A's slice to end and A yields at its next `try_recv`.
 #[test]
 fn a_runtime_call_loop_yields_to_its_ms_other_goroutines() {
     let _s = serial();
-    let rt = rt(1);
+    let rt = common::pinned(1);
     for _ in 0..3 {
         let wake_b = gosched::chan::<()>(1);
         let b_ran = Arc::new(AtomicBool::new(false));

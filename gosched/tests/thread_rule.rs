@@ -1,7 +1,10 @@
 //! The thread rule (issue 17 §1): a goroutine stays on the OS thread (M) where
-//! it first ran, across every kind of blocking call, with both Ps busy — unless
-//! the runtime was built with the unsafe `migrate_goroutines`. And goroutines
-//! are placed across the Ms at their first run, since after that they stay.
+//! it first ran, across every kind of blocking call, with both Ps busy. It is
+//! the default only where goroutines cannot be virtual threads, and
+//! `Builder::pin_goroutines` asks for it elsewhere (these tests do:
+//! `common::pinned`). Goroutines are placed across the Ms at their first
+//! run, since after that they stay. Where goroutines are virtual threads,
+//! they move by default, as in Go.
 
 mod common;
 
@@ -11,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::*};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::rt;
+use common::pinned;
 
 const GOROUTINES: usize = 200;
 const ROUNDS: usize = 40;
@@ -66,8 +69,8 @@ fn thread_changes(rt: &gosched::Runtime) -> usize {
 }
 
 #[test]
-fn goroutines_never_change_thread_by_default() {
-    let rt = rt(2);
+fn pinned_goroutines_never_change_thread() {
+    let rt = pinned(2);
     assert_eq!(
         thread_changes(&rt),
         0,
@@ -89,12 +92,23 @@ fn migrating_goroutines_do_change_thread() {
     );
 }
 
+/// Where goroutines are virtual threads, the default runtime moves them.
+#[test]
+fn goroutines_move_by_default_where_they_are_virtual_threads() {
+    if gosched::runtime::virtual_threads().is_err() {
+        return; // the thread rule is the default here
+    }
+    let rt = common::rt(2);
+    let moved: usize = (0..5).map(|_| thread_changes(&rt)).sum();
+    assert!(moved > 0, "no goroutine ever moved in the default runtime");
+}
+
 /// One goroutine spawns 1,000 long-lived goroutines: where they first run is
 /// where they stay, so the Ms must share them (each within ±20% of its share).
 #[test]
 fn long_lived_goroutines_are_spread_over_the_ms() {
     const N: usize = 1000;
-    let rt = rt(2);
+    let rt = pinned(2);
     let placed = rt
         .block_on(rt.go(|| {
             let started = gosched::chan::<ThreadId>(N);
@@ -136,7 +150,7 @@ fn long_lived_goroutines_are_spread_over_the_ms() {
 #[test]
 fn a_yield_loop_does_not_starve_its_ms_inbox() {
     const N: usize = 20_000;
-    let rt = rt(2);
+    let rt = pinned(2);
     let (tx, rx) = std::sync::mpsc::channel();
     let h = rt.go(|| {
         let started = Arc::new(AtomicUsize::new(0));
@@ -191,7 +205,7 @@ fn shutdown_unwinds_each_goroutine_on_its_own_thread() {
     }
     const N: usize = 200;
     for _ in 0..5 {
-        let rt = rt(2);
+        let rt = pinned(2);
         let (wrong, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let parked = gosched::chan::<()>(N);
         let never = gosched::chan::<()>(0);

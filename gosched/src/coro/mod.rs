@@ -43,9 +43,10 @@
 //! each runs on a thread pointer of its own, so its `thread_local!`s are its
 //! own wherever it runs, and the code that switches (`resume`, `Drop`)
 //! touches thread-locals only through `#[inline(never)]` functions called
-//! after the switch. Elsewhere, by default a goroutine never changes OS
-//! thread once it has started ("The thread rule", `sched/machine.rs`), and
-//! only a goroutine made migratable (the `unsafe`
+//! after the switch; there goroutines move between Ms by default, as in Go
+//! (`Builder::pin_goroutines` keeps the thread rule instead). Elsewhere, by
+//! default a goroutine never changes OS thread once it has started ("The
+//! thread rule", `sched/machine.rs`), and only a goroutine made migratable (the `unsafe`
 //! `Builder::migrate_goroutines` / `Go::migratable`) may resume on another
 //! OS thread after a blocking call; its code must not touch a thread-local
 //! both before and after a blocking call within one function activation.
@@ -742,14 +743,16 @@ impl Go {
     }
 
     /// Let this goroutine change OS thread after it started (Go's scheduling),
-    /// or (`false`) keep it on the M where it first runs even in a runtime
-    /// built with `Builder::migrate_goroutines`.
+    /// or (`false`) keep it on the M where it first runs (the thread rule)
+    /// even in a runtime whose goroutines move: the default where goroutines
+    /// are virtual threads, or `Builder::migrate_goroutines`.
     ///
     /// # Safety
-    /// With `true`, the caller makes the promise of
-    /// `Builder::migrate_goroutines` for
-    /// this goroutine: it touches no thread-local both before and after a
-    /// blocking call within one function activation.
+    /// With `true`, where goroutines are not virtual threads, the caller
+    /// makes the promise of `Builder::migrate_goroutines` for this
+    /// goroutine: it touches no thread-local both before and after a
+    /// blocking call within one function activation. (Where they are, its
+    /// thread-locals move with it and the promise holds by itself.)
     ///
     /// ```
     /// // SAFETY: the closure touches no thread-local before and after its

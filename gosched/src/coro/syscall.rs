@@ -1,8 +1,9 @@
 //! `gosched::syscall(f)`: a blocking call from a goroutine that does not hold
 //! up the goroutines sharing its M.
 //!
-//! A started goroutine never leaves its M ("The thread rule",
-//! `sched/machine.rs`), and neither do the others homed there. A blocking call
+//! Under the thread rule (`sched/machine.rs`: where goroutines cannot be
+//! virtual threads, or `Builder::pin_goroutines`) a started goroutine never
+//! leaves its M, and neither do the others homed there. A blocking call
 //! made in place would stop all of them for its whole length; sysmon handing
 //! the P to another M frees only the P's movable work. So:
 //!

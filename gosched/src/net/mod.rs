@@ -721,7 +721,13 @@ impl<S: mio::event::Source> Socket<S> {
     /// Run `op` until it does not say `WouldBlock`, parking the goroutine (or
     /// the thread) on direction `d` in between, within its deadline and
     /// timeout.
+    ///
+    /// A preemption point first (Go's async preemption reaches a goroutine
+    /// anywhere): an operation that never has to park (a writer whose peer's
+    /// buffer has room, a reader that always finds data) would otherwise
+    /// hold its P for good, since nothing else in it calls the runtime.
     fn blocking<R>(&self, d: Dir, mut op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
+        crate::coro::preempt_point();
         let dir = self.direction(d);
         let limit = self.timeout(d).map(|t| crate::time::now() + t);
         loop {
@@ -762,6 +768,9 @@ impl<S: mio::event::Source> Socket<S> {
         cx: &mut Context<'_>,
         mut op: impl FnMut(&S) -> io::Result<R>,
     ) -> Poll<io::Result<R>> {
+        // As `blocking`'s preemption point: an always-ready socket returns
+        // `Pending` (after a wake) once sysmon asks this poll to end.
+        std::task::ready!(crate::sched::preempt::poll_preempted(cx));
         let dir = self.direction(d);
         loop {
             let seen = dir.seq();

@@ -163,12 +163,16 @@ impl Builder {
         self
     }
 
-    /// Let goroutines change OS thread after they started: Go's scheduler,
-    /// exactly (a readied goroutine runs on whichever M readied it or steals
-    /// it). By default a goroutine stays on the M where it first ran, because
-    /// moving a running function to another thread breaks thread-locals (see
-    /// the crate docs, "The thread rule"); this mode trades that guarantee for
-    /// speed where goroutines hand work to each other across Ms.
+    /// Let goroutines change OS thread after they started (Go's scheduler:
+    /// a readied goroutine runs on whichever M readied it or steals it)
+    /// where goroutines cannot be virtual threads. Where they are
+    /// ([`runtime::virtual_threads`](crate::runtime::virtual_threads) is
+    /// `Ok`: Linux x86-64 with glibc), every goroutine has thread-locals of
+    /// its own and moves by default, so this changes nothing there. Elsewhere
+    /// the default is the thread rule (crate docs): a goroutine stays on the
+    /// M where it first ran, because moving a running function to another
+    /// thread breaks thread-locals; this mode trades that for Go's
+    /// scheduling.
     ///
     /// # Safety
     /// The caller promises that no goroutine of this runtime touches a
@@ -199,23 +203,36 @@ impl Builder {
     }
 
     /// Every goroutine stays on the M (OS thread) where it first ran, for its
-    /// whole life — the strict mode for code that holds thread-local
-    /// references across blocking calls. This is the default already (the
-    /// thread rule); `pin_goroutines(true)` also overrides an earlier
-    /// [`migrate_goroutines(true)`](Self::migrate_goroutines) on this
-    /// builder, so a library that builds runtimes can insist on it.
-    /// `false` leaves the choice to `migrate_goroutines`.
+    /// whole life: the thread rule. It is the default only where goroutines
+    /// cannot be virtual threads; where they can, they move as in Go and
+    /// their thread-locals move with them, so few programs need this. It
+    /// keeps a goroutine's OS-thread identity (its tid, a C library's
+    /// per-thread state, a lock that must be released on the thread that
+    /// took it) without [`lock_os_thread`](crate::runtime::lock_os_thread)'s
+    /// thread of its own, at the price of Go's load balancing: started
+    /// goroutines are not stolen. `pin_goroutines(true)` also overrides an
+    /// earlier [`migrate_goroutines(true)`](Self::migrate_goroutines) on
+    /// this builder, so a library that builds runtimes can insist on it.
+    /// `false` (the default) leaves the choice to the platform and
+    /// `migrate_goroutines`.
     ///
     /// ```
+    /// # #[cfg(target_os = "linux")]
+    /// # fn os_thread() -> i64 {
+    /// #     // SAFETY: gettid takes no arguments and cannot fail.
+    /// #     unsafe { libc::syscall(libc::SYS_gettid) }
+    /// # }
+    /// # #[cfg(not(target_os = "linux"))]
+    /// # fn os_thread() -> std::thread::ThreadId { std::thread::current().id() }
     /// // SAFETY: `pin_goroutines(true)` below overrides this opt-in, so no
     /// // goroutine of the runtime changes thread.
     /// let builder = unsafe { gosched::Builder::new().migrate_goroutines(true) };
     /// let rt = builder.pin_goroutines(true).procs(2).build().unwrap();
     /// let h = rt.go(|| {
-    ///     let before = std::thread::current().id(); // a thread-local
+    ///     let before = os_thread(); // the kernel's thread id
     ///     gosched::yield_now();
     ///     gosched::time::sleep(std::time::Duration::from_millis(1));
-    ///     std::thread::current().id() == before
+    ///     os_thread() == before
     /// });
     /// assert!(rt.block_on(h).unwrap());
     /// ```
@@ -354,7 +371,8 @@ impl Builder {
                 stack_size: self.stack_size,
                 max_threads: self.max_threads.max(max_procs + 1),
                 name: self.name,
-                migrate_goroutines: self.migrate_goroutines && !self.pin_goroutines,
+                migrate_goroutines: !self.pin_goroutines
+                    && (self.migrate_goroutines || crate::vthread::unsupported_reason().is_none()),
                 sysmon: self.sysmon,
                 deadlock_detection: self.deadlock_detection && !self.virtual_time,
                 thread_keep_alive: self.thread_keep_alive,
@@ -895,16 +913,18 @@ pub fn procs() -> usize {
     context::with_current(|s| s.nprocs())
 }
 
-/// Go's `LockOSThread`: the calling goroutine stays on its OS thread (as
-/// every started goroutine does by default; a migratable one is homed there
-/// now) **and that thread runs nothing else** — no task from the run queues
-/// — until as many [`unlock_os_thread`] calls: while the goroutine parks,
-/// its P goes to another thread, and the thread waits for it. For code that
-/// needs a thread of its own: thread-local state set up once (an OpenGL
-/// context, a namespace change, a C library's thread affinity).
+/// Go's `LockOSThread`: the calling goroutine stays on its OS thread **and
+/// that thread runs nothing else** (no task from the run queues) until as
+/// many [`unlock_os_thread`] calls: while the goroutine parks, its P goes to
+/// another thread, and the thread waits for it. For code that needs a
+/// thread of its own: OS-thread state set up once (an OpenGL context, a
+/// namespace change, a C library's thread affinity). A goroutine's own
+/// `thread_local!`s need no lock where goroutines are virtual threads
+/// ([`virtual_threads`]): they move with it.
 ///
-/// Other goroutines homed on the same thread (they started there) still
-/// run on it: under the thread rule they cannot run anywhere else. A
+/// Under the thread rule (`Builder::pin_goroutines`, or where goroutines
+/// cannot be virtual threads) other goroutines homed on the same thread
+/// (they started there) still run on it: they cannot run anywhere else. A
 /// goroutine that ends while locked frees the thread (Go exits the thread
 /// instead; gosched keeps it, so undo thread-wide changes before the end).
 ///
@@ -915,13 +935,21 @@ pub fn procs() -> usize {
 /// goroutine for work that needs a thread.
 ///
 /// ```
+/// # #[cfg(target_os = "linux")]
+/// # fn os_thread() -> i64 {
+/// #     // SAFETY: gettid takes no arguments and cannot fail.
+/// #     unsafe { libc::syscall(libc::SYS_gettid) }
+/// # }
+/// # #[cfg(not(target_os = "linux"))]
+/// # fn os_thread() -> std::thread::ThreadId { std::thread::current().id() }
 /// let rt = gosched::Builder::new().procs(2).build().unwrap();
 /// let same = rt.go(|| {
 ///     gosched::runtime::lock_os_thread();
-///     let t = std::thread::current().id();
+///     // The OS thread's id (`thread::current()` is the goroutine's own).
+///     let t = os_thread();
 ///     // Parks: the P runs other work elsewhere, this thread waits for us.
 ///     gosched::time::sleep(std::time::Duration::from_millis(1));
-///     let same = std::thread::current().id() == t;
+///     let same = os_thread() == t;
 ///     gosched::runtime::unlock_os_thread();
 ///     same
 /// });
