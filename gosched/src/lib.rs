@@ -20,28 +20,41 @@
 //! See `docs/ARCHITECTURE.md` in the repository for the design (module layers,
 //! where each protocol lives, the wake-up path).
 //!
+//! # Goroutines are virtual threads
+//!
+//! On Linux x86-64 with glibc ([`runtime::virtual_threads`] says whether here)
+//! each goroutine runs on a thread pointer of its own, as a Java virtual thread
+//! has its own `ThreadLocal`s: its own `thread_local!` values (initialised
+//! fresh, dropped when it ends), `std::thread::current()`, panic state, errno
+//! and pthread keys. So goroutines may move between OS threads, and they do by
+//! default, as in Go: started goroutines are stolen, rebalanced and handed off
+//! with their P. What stays per OS thread: the C library's state (malloc's
+//! caches, locale), `dlopen`ed libraries' thread-locals, and what an async
+//! task sees (it runs on its M's thread). [`runtime::lock_os_thread`] keeps a
+//! goroutine on its OS thread, with that thread to itself.
+//!
 //! # The thread rule
 //!
-//! **A goroutine runs on the OS thread (M) where it first ran, for its whole
-//! life.** The reason is soundness: LLVM assumes a function never changes thread
-//! between two of its own thread-local accesses and caches a thread-local's
-//! address across calls (llvm/llvm-project#98479), so a goroutine that resumed
-//! on another thread after a blocking call could read and write the *previous*
-//! thread's slot — through any library that touches a thread-local before and
-//! after the call (a `tracing` span, an RNG handle, a `RefCell` cache). With the
-//! rule, thread-locals in goroutines behave exactly as on a plain thread.
+//! Where goroutines cannot be virtual threads (other CPUs, musl,
+//! `GOSCHED_VTHREAD=0`), and with [`Builder::pin_goroutines`] anywhere, **a
+//! goroutine runs on the OS thread (M) where it first ran, for its whole
+//! life.** LLVM assumes a function never changes thread between two of its
+//! own thread-local accesses and caches a thread-local's address across calls
+//! (llvm/llvm-project#98479), so a goroutine sharing its thread's
+//! thread-locals that resumed on another thread after a blocking call could
+//! read and write the *previous* thread's slot. The rule prevents that, but
+//! goroutines that take turns on one thread still share its thread-locals: a
+//! `thread_local!` whose initialiser parks, `scoped-tls` and tracing's spans
+//! misbehave there (see `tests/vthread.rs` in the repository).
 //!
 //! New goroutines are still spread and stolen across the Ms until their first
 //! run; after that a readied goroutine waits for its own M (which is woken for
 //! it). Async tasks move freely (a poll never spans a thread switch, and the
-//! compiler checks `Send` across `.await`). The cost: a goroutine readied by a
-//! goroutine that keeps its M busy waits until that one blocks, and work does
-//! not rebalance after the first run.
-//!
-//! Go's free migration is an opt-in: [`Builder::migrate_goroutines`] for a
-//! runtime, [`Go::migratable`] for one goroutine. Both are `unsafe`: the caller
-//! promises that the goroutines touch no thread-local both before and after a
-//! blocking call within one function activation.
+//! compiler checks `Send` across `.await`). There Go's free migration is an
+//! opt-in: [`Builder::migrate_goroutines`] for a runtime, [`Go::migratable`]
+//! for one goroutine. Both are `unsafe`: the caller promises that the
+//! goroutines touch no thread-local both before and after a blocking call
+//! within one function activation.
 //!
 //! # G, P and M
 //!
@@ -253,8 +266,9 @@ pub mod __private {
 /// If no stack can be reserved for it; [`try_go`] returns the error instead.
 ///
 /// # Thread-locals
-/// The goroutine stays on the OS thread where it first runs (see "The thread
-/// rule" above), so thread-locals behave as on a plain thread — unless the
+/// The goroutine has thread-locals of its own where goroutines are virtual
+/// threads, and may move between OS threads; elsewhere it stays on the OS
+/// thread where it first runs (see "The thread rule" above) unless the
 /// runtime was built with the unsafe [`Builder::migrate_goroutines`].
 ///
 /// ```
