@@ -241,3 +241,46 @@ fn sigquit_dumps_goroutines_and_exits_2() {
     assert!(err.contains("[chan receive, "), "{err}");
     assert!(err.contains("tests/dump.rs:"), "{err}");
 }
+
+const SIGQUIT_IN_GOROUTINE_CHILD: &str = "GOSCHED_TEST_SIGQUIT_IN_GOROUTINE_CHILD";
+
+/// A goroutine raises SIGQUIT itself, so the handler runs on its OS thread
+/// while the goroutine's thread pointer is installed (`raise` reads the
+/// thread's id from the goroutine's TCB copy); then it spins, so that its
+/// area stays installed until the watcher exits the process.
+#[test]
+fn sigquit_in_goroutine_child() {
+    if std::env::var_os(SIGQUIT_IN_GOROUTINE_CHILD).is_none() {
+        return; // only meaningful as the child of the test below
+    }
+    let rt = gosched::Builder::new().procs(2).build().unwrap();
+    let h = rt.go(|| {
+        let before = common::os_thread();
+        // SAFETY: raise has no preconditions; the runtime handles SIGQUIT.
+        assert_eq!(unsafe { libc::raise(libc::SIGQUIT) }, 0);
+        assert_eq!(common::os_thread(), before);
+        let end = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < end {
+            std::hint::spin_loop();
+        }
+    });
+    let _ = rt.block_on(h);
+    // The watcher did not exit the process within 10 s: the wrong status.
+    std::process::exit(0);
+}
+
+/// The SIGQUIT handler on a thread running a goroutine on its own thread
+/// pointer: the dump is printed and the process exits with status 2.
+#[test]
+fn sigquit_raised_inside_a_goroutine_dumps_and_exits_2() {
+    let out = common::run_child_test_with(
+        "sigquit_in_goroutine_child",
+        SIGQUIT_IN_GOROUTINE_CHILD,
+        &[("GOSCHED_DEBUG", "sigquit=1")],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(err.contains("SIGQUIT: quit"), "{err}");
+    // The raiser never parked: counted, not listed.
+    assert!(err.contains("1 more alive that never parked"), "{err}");
+}
