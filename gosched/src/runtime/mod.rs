@@ -208,9 +208,8 @@ impl Builder {
     /// their thread-locals move with them, so few programs need this. It
     /// keeps a goroutine's OS-thread identity (its tid, a C library's
     /// per-thread state, a lock that must be released on the thread that
-    /// took it) without [`lock_os_thread`]'s
-    /// thread of its own, at the price of Go's load balancing: started
-    /// goroutines are not stolen. `pin_goroutines(true)` also overrides an
+    /// took it) without [`lock_os_thread`]'s thread of its own, at the
+    /// price of Go's load balancing: started goroutines are not stolen. `pin_goroutines(true)` also overrides an
     /// earlier [`migrate_goroutines(true)`](Self::migrate_goroutines) on
     /// this builder, so a library that builds runtimes can insist on it.
     /// `false` (the default) leaves the choice to the platform and

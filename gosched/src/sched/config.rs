@@ -28,9 +28,10 @@ pub(crate) struct Config {
     pub(crate) max_threads: usize,
     /// Prefix of the M threads' names.
     pub(crate) name: String,
-    /// Goroutines may change M after they started (Go's scheduler, exactly);
-    /// set only through `unsafe fn Builder::migrate_goroutines`. Default false:
-    /// the thread rule (`machine.rs`).
+    /// Goroutines may change M after they started (Go's scheduler, exactly).
+    /// `Builder::build` sets it where goroutines are virtual threads (unless
+    /// `pin_goroutines`), elsewhere only through the unsafe
+    /// `Builder::migrate_goroutines`; false is the thread rule (`machine.rs`).
     pub(crate) migrate_goroutines: bool,
     /// Start sysmon (`sysmon.rs`). Off only for measuring its cost
     /// (`GOSCHED_SYSMON=0`, `Builder::sysmon(false)`): without it a slow

@@ -44,7 +44,12 @@
 //! function that resumed on another thread could read and write the previous
 //! thread's slot (llvm/llvm-project#98479). Unstarted goroutines and async tasks
 //! (which never move during a poll) are queued, stolen and handed off as Go
-//! does. `Builder::migrate_goroutines` (unsafe) turns the rule off.
+//! does. The rule applies where goroutines cannot be virtual threads (there
+//! `Builder::migrate_goroutines`, unsafe, turns it off) and under
+//! `Builder::pin_goroutines`; where they are virtual threads (`vthread`),
+//! every goroutine is migratable by default, and this machinery serves only
+//! goroutines homed by `lock_os_thread` or spawned with
+//! `Go::migratable(false)`.
 //!
 //! - *Home.* At its first run the M records itself in the task header
 //!   (`Task::set_home`). From then on the task is never in a P's queue or the
