@@ -30,7 +30,7 @@ pub(super) struct Layout {
     /// Alignment of the thread pointer.
     pub(super) align: usize,
     /// The executable's block, initialised from its image for each goroutine.
-    pub(super) exe: Option<(Below, &'static [u8])>,
+    pub(super) exe: (Below, &'static [u8]),
     /// Every other module's static block (the C library's first): the OS
     /// thread's, carried along at every switch (errno's four bytes excepted).
     pub(super) os_blocks: Vec<Below>,
@@ -43,10 +43,10 @@ pub(super) struct Layout {
     pub(super) rseq: Option<(usize, usize)>,
     /// `specific_1stblock` and `specific` (the pthread key tables), above the
     /// thread pointer: cleared in each goroutine's copy.
-    pub(super) keys: Option<(usize, usize)>,
+    pub(super) keys: (usize, usize),
     /// glibc's key registry, `__pthread_keys` (`{seq, destr}` per key): a
     /// goroutine's key destructors run at its end as at a thread's exit.
-    pub(super) pthread_keys: Option<usize>,
+    pub(super) pthread_keys: usize,
     /// Offset from the thread pointer of `vthread`'s own `HOST` slot.
     pub(super) host: isize,
     /// Bytes of a goroutine's area: its TCB, the blocks in use below it and
@@ -221,9 +221,10 @@ pub(super) fn probe(host_tp: usize, host: isize) -> Result<Layout, String> {
             os.len()
         ));
     }
-    let Some((b, _)) = exe else {
+    let Some(exe) = exe else {
         return Err("the executable has no TLS block".into());
     };
+    let b = exe.0;
     if b.off > below {
         return Err("the executable's TLS block lies outside static TLS".into());
     }
@@ -233,9 +234,9 @@ pub(super) fn probe(host_tp: usize, host: isize) -> Result<Layout, String> {
     if host >= 0 || host_off > b.off || b.off - host_off + 8 > b.len {
         return Err("gosched's thread-locals are not in the executable's TLS block".into());
     }
-    if keys.is_none() {
+    let Some(keys) = keys else {
         return Err("the pthread key tables were not found in the TCB".into());
-    }
+    };
     let pthread_keys = sym(c"__pthread_keys");
     if pthread_keys.is_null() {
         return Err("glibc does not export __pthread_keys".into());
@@ -257,7 +258,7 @@ pub(super) fn probe(host_tp: usize, host: isize) -> Result<Layout, String> {
         tid: tid[2] as usize,
         rseq,
         keys,
-        pthread_keys: Some(pthread_keys as usize),
+        pthread_keys: pthread_keys as usize,
         host,
         area,
     })

@@ -313,18 +313,16 @@ impl Area {
             // tcbhead_t: `tcb` (offset 0) and `self` (offset 16) point at the TCB.
             *(tp as *mut usize) = tp;
             *((tp + 16) as *mut usize) = tp;
-            if let Some((first, specific)) = l.keys {
-                std::ptr::write_bytes((tp + first) as *mut u8, 0, specific - first);
-                std::ptr::write_bytes((tp + specific) as *mut usize, 0, 32);
-                *((tp + specific) as *mut usize) = tp + first;
-                // `specific_used`, after the table: no key set yet.
-                *((tp + specific + 32 * 8) as *mut bool) = false;
-            }
-            if let Some((b, image)) = l.exe {
-                let at = (tp - b.off) as *mut u8;
-                std::ptr::copy_nonoverlapping(image.as_ptr(), at, image.len());
-                std::ptr::write_bytes(at.add(image.len()), 0, b.len - image.len());
-            }
+            let (first, specific) = l.keys;
+            std::ptr::write_bytes((tp + first) as *mut u8, 0, specific - first);
+            std::ptr::write_bytes((tp + specific) as *mut usize, 0, 32);
+            *((tp + specific) as *mut usize) = tp + first;
+            // `specific_used`, after the table: no key set yet.
+            *((tp + specific + 32 * 8) as *mut bool) = false;
+            let (b, image) = l.exe;
+            let at = (tp - b.off) as *mut u8;
+            std::ptr::copy_nonoverlapping(image.as_ptr(), at, image.len());
+            std::ptr::write_bytes(at.add(image.len()), 0, b.len - image.len());
             *((tp - l.errno) as *mut i32) = 0;
             if let Some((off, _)) = l.rseq {
                 // The kernel updates only the OS thread's rseq area: an area's
@@ -392,10 +390,9 @@ impl Area {
         let l = unsafe { layout().as_ref().unwrap_unchecked() };
         for _ in 0..4 {
             let mut ran = dtors::run_goroutine_dtors();
-            if let (Some((first, specific)), Some(registry)) = (l.keys, l.pthread_keys) {
-                // SAFETY: our area is installed; the offsets are glibc's.
-                ran |= unsafe { dtors::run_key_dtors(self.tp, first, specific, registry) };
-            }
+            let (first, specific) = l.keys;
+            // SAFETY: our area is installed; the offsets are glibc's.
+            ran |= unsafe { dtors::run_key_dtors(self.tp, first, specific, l.pthread_keys) };
             if !ran {
                 break;
             }

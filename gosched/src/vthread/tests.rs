@@ -137,10 +137,9 @@ fn os_locals_are_the_threads() {
 #[test]
 fn the_layout_is_complete() {
     let l = layout().as_ref().unwrap();
-    assert!(l.keys.is_some(), "the pthread key tables were found: {l:?}");
+    // The executable's block and the key tables are required by the probe
+    // (plain fields of `Layout`); rseq is optional there but present here.
     assert!(l.rseq.is_some(), "{l:?}");
-    assert!(l.exe.is_some(), "{l:?}");
-    assert!(l.pthread_keys.is_some(), "{l:?}");
 }
 
 #[test]

@@ -58,7 +58,6 @@ pub fn rt(procs: usize) -> gosched::Runtime {
 /// A runtime under the thread rule (`Builder::pin_goroutines`): each
 /// goroutine stays on the M where it first ran. The default only where
 /// goroutines cannot be virtual threads; the tests of its machinery use this.
-#[allow(dead_code)]
 pub fn pinned(procs: usize) -> gosched::Runtime {
     gosched::Builder::new()
         .procs(procs)
