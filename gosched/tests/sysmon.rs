@@ -460,7 +460,8 @@ fn ping_pong_pairs_share_one_p() {
 }
 
 /// The ping-pong pairs of `ping_pong_pairs_share_one_p`, each split on
-/// purpose across the same two Ms that then share one P (default mode):
+/// purpose across the same two Ms that then share one P, under the thread
+/// rule (`common::pinned`: moving goroutines would undo the split):
 /// every message of either pair is a cross-M ready. The P goes to the
 /// readied goroutine's M when the readier parks ("Hand-off to the readied
 /// goroutine's M", `machine.rs`), so the light pair runs its exchanges in a
@@ -534,7 +535,7 @@ fn spin_for(ready: impl Fn() -> bool) {
 /// A2-B2; then `set_procs(1)` and a 200 ms run. `None` if a partner was
 /// started elsewhere after all (a steal), else (hog count, light count).
 fn split_ping_pong_once() -> Option<(u64, u64)> {
-    let rt = rt(2);
+    let rt = common::pinned(2);
     rt.block_on(rt.go(|| {
         let done = Arc::new(AtomicBool::new(false));
         let (hog_count, light_count) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
