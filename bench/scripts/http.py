@@ -11,7 +11,6 @@ Every server answers `GET /` with a fixed "Hello, World!" (keep-alive HTTP/1.1, 
 
   gosched-go          bench/src/bin/http_gosched.rs: a goroutine per connection,
                       blocking-style gosched::net (the logic of examples/http_hello.rs)
-  gosched-go-migrate  the same, runtime built with migrate_goroutines(true)
   gosched-async       the same server as an async task per connection
   hyper               bench/src/bin/http_hyper.rs: hyper 1.x http1 on tokio multi-thread
   nethttp             bench/go/http/nethttp.go: Go net/http
@@ -57,7 +56,7 @@ OUT = os.path.join(ROOT, "target", "http")
 REL = os.path.join(ROOT, "target", "release")
 FASTHTTP_GOPATH = "/usr/share/gocode"
 
-SERVERS = ["gosched-go", "gosched-go-migrate", "gosched-async", "hyper", "nethttp", "fasthttp"]
+SERVERS = ["gosched-go", "gosched-async", "hyper", "nethttp", "fasthttp"]
 PEERS = ["hyper", "nethttp", "fasthttp"]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 

@@ -38,8 +38,7 @@ options:
                    a list (--procs 1,2,4) runs every selected workload at each (a table
                    per workload and procs, their runs interleaved)
   --runs N         runs per row (default 5, 3 for rows whose first run takes > 2 s)
-  --impl A,B       only these implementations: gosched-go, gosched-go-migrate (goroutines
-                   that may change thread: the unsafe Builder::migrate_goroutines),
+  --impl A,B       only these implementations: gosched-go,
                    gosched-go-chan (W2 only), gosched-async, gosched-threads,
                    gosched-pool, gosched-pool-func (W9 only), go, ants, ants-multi (W9
                    only), java (Java 25 virtual threads; every workload but T1), may,

@@ -33,28 +33,26 @@
 //! task sees (it runs on its M's thread). [`runtime::lock_os_thread`] keeps a
 //! goroutine on its OS thread, with that thread to itself.
 //!
-//! # The thread rule
+//! # Where goroutines are not virtual threads
 //!
-//! Where goroutines cannot be virtual threads (other CPUs, musl,
-//! `GOSCHED_VTHREAD=0`), and with [`Builder::pin_goroutines`] anywhere, **a
-//! goroutine runs on the OS thread (M) where it first ran, for its whole
-//! life.** LLVM assumes a function never changes thread between two of its
-//! own thread-local accesses and caches a thread-local's address across calls
-//! (llvm/llvm-project#98479), so a goroutine sharing its thread's
-//! thread-locals that resumed on another thread after a blocking call could
-//! read and write the *previous* thread's slot. The rule prevents that, but
-//! goroutines that take turns on one thread still share its thread-locals: a
-//! `thread_local!` whose initialiser parks, `scoped-tls` and tracing's spans
-//! misbehave there (see `tests/vthread.rs` in the repository).
+//! Elsewhere (other CPUs, musl, `GOSCHED_VTHREAD=0`) goroutines still move
+//! between OS threads as in Go, but they share their current thread's
+//! thread-locals, and **that is unsound** from safe code:
+//! - LLVM assumes a function never changes thread between two of its own
+//!   thread-local accesses and caches a thread-local's address across calls
+//!   (llvm/llvm-project#98479), so a goroutine that touches a thread-local
+//!   before and after a blocking call within one function activation may
+//!   read and write another thread's slot;
+//! - goroutines that take turns on one thread see each other's values: a
+//!   `thread_local!` whose initialiser parks can free a value another
+//!   goroutine holds, `scoped-tls` can be left dangling, the panic count
+//!   and tracing's current span leak between goroutines (see
+//!   `tests/vthread.rs` in the repository).
 //!
-//! New goroutines are still spread and stolen across the Ms until their first
-//! run; after that a readied goroutine waits for its own M (which is woken for
-//! it). Async tasks move freely (a poll never spans a thread switch, and the
-//! compiler checks `Send` across `.await`). There Go's free migration is an
-//! opt-in: [`Builder::migrate_goroutines`] for a runtime, [`Go::migratable`]
-//! for one goroutine. Both are `unsafe`: the caller promises that the
-//! goroutines touch no thread-local both before and after a blocking call
-//! within one function activation.
+//! There, keep thread-locals out of goroutines that block (or lock the
+//! goroutine to its thread with [`runtime::lock_os_thread`], which gives it
+//! a thread of its own). Async tasks are unaffected everywhere: a poll never
+//! spans a thread switch, and the compiler checks `Send` across `.await`.
 //!
 //! # G, P and M
 //!
@@ -266,10 +264,9 @@ pub mod __private {
 /// If no stack can be reserved for it; [`try_go`] returns the error instead.
 ///
 /// # Thread-locals
-/// The goroutine has thread-locals of its own where goroutines are virtual
-/// threads, and may move between OS threads; elsewhere it stays on the OS
-/// thread where it first runs (see "The thread rule" above) unless the
-/// runtime was built with the unsafe [`Builder::migrate_goroutines`].
+/// The goroutine may move between OS threads. It has thread-locals of its
+/// own where goroutines are virtual threads; elsewhere it shares its
+/// thread's (see "Where goroutines are not virtual threads" above).
 ///
 /// ```
 /// let (tx, rx) = gosched::chan::<u32>(0).split();
@@ -334,8 +331,7 @@ where
 }
 
 /// Go's `runtime.Gosched`: let the other runnable goroutines run, then go on.
-/// The caller goes to the back of its P's run queue (of its M's own queue
-/// under the thread rule), as Go's `goyield` does, so every goroutine queued
+/// The caller goes to the back of its P's run queue, as Go's `goyield` does, so every goroutine queued
 /// there runs first; the global queue gets a turn every 61 schedule ticks, and
 /// at once when nothing else is queued locally (then the caller goes to the
 /// global queue's tail, Go's `Gosched`). On a plain thread,

@@ -47,7 +47,7 @@ fn child(name: &str) {
         "syscall_running" => {
             let rt = rt();
             rt.block_on(rt.go(|| {
-                // Handed off (another goroutine is homed here) and in place.
+                // A site that gives its P away first, and one that keeps it.
                 let other = gosched::go(|| gosched::time::sleep(Duration::from_millis(1)));
                 gosched::syscall(|| std::thread::sleep(Duration::from_millis(300)));
                 gosched::syscall_local(|| std::thread::sleep(Duration::from_millis(300)));

@@ -1,6 +1,6 @@
-//! `runtime::lock_os_thread` (Go's `LockOSThread`) and
-//! `Builder::pin_goroutines`: a goroutine that keeps its thread across
-//! blocking calls, and a locked thread that runs nothing else.
+//! `runtime::lock_os_thread` (Go's `LockOSThread`): a goroutine that keeps
+//! its thread across blocking calls, and a locked thread that runs nothing
+//! else.
 
 mod common;
 
@@ -14,13 +14,7 @@ use common::OsThread as ThreadId;
 use gosched::runtime::{lock_os_thread, unlock_os_thread};
 
 fn migrating(procs: usize) -> gosched::Builder {
-    // SAFETY: the goroutines of these tests touch no thread-local across a
-    // blocking call (they only read the thread id).
-    unsafe {
-        gosched::Builder::new()
-            .procs(procs)
-            .migrate_goroutines(true)
-    }
+    gosched::Builder::new().procs(procs)
 }
 
 /// 1,000 blocking calls of every kind from one goroutine, with another
@@ -69,13 +63,6 @@ fn blocking_calls_keep_thread(rt: &gosched::Runtime, lock: bool) -> bool {
 fn locked_goroutine_keeps_its_thread_across_blocking_calls() {
     let rt = migrating(2).build().unwrap();
     assert!(blocking_calls_keep_thread(&rt, true));
-}
-
-/// `pin_goroutines(true)` overrides `migrate_goroutines(true)`.
-#[test]
-fn pin_goroutines_keeps_every_goroutine_on_its_thread() {
-    let rt = migrating(2).pin_goroutines(true).build().unwrap();
-    assert!(blocking_calls_keep_thread(&rt, false));
 }
 
 /// The check can fail: without the lock, in the migrating runtime, the

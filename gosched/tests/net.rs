@@ -693,9 +693,9 @@ fn connect_timeout_to_a_full_backlog_times_out() {
 /// has a reader and a writer goroutine that each push their deadline an hour
 /// out before every 1-byte operation; the writer never has to park until
 /// the client's receive buffer is full (megabytes). The client makes 1,000
-/// one-byte exchanges, then closes. Every exchange must complete (under the
-/// thread rule the server's reader, sharing the writer's M, waited for it to
-/// fill the buffer: seconds), and both server goroutines end on the close
+/// one-byte exchanges, then closes. Every exchange must complete (when
+/// goroutines stayed on their M, the server's reader, sharing the writer's
+/// M, waited for it to fill the buffer: seconds), and both server goroutines end on the close
 /// (an error: the close resets the connection).
 /// Its time is a figure (`--nocapture` prints it), not an assertion.
 #[test]
@@ -758,16 +758,17 @@ fn read_write_prolonged_timeout() {
     );
 }
 
-/// Under the thread rule on one P: goroutine A reads one byte at a time
-/// from a socket that a plain thread keeps full, so no read ever parks,
-/// while goroutine B, homed on the same (only) M, is woken from a plain
-/// thread. Only A's yield lets B run: a socket operation is a preemption
-/// point, so sysmon's request ends A's slice at its next read.
+/// On one P: goroutine A reads one byte at a time from a socket that a
+/// plain thread keeps full, so no read ever parks, while goroutine B is
+/// woken from a plain thread (onto the global queue). A socket operation is
+/// a preemption point, so sysmon's request ends A's slice at its next read
+/// and B runs on A's thread; without it sysmon would retake the P after a
+/// grace period and B would run on another M.
 #[test]
-fn a_socket_loop_that_never_parks_yields_to_its_ms_other_goroutines() {
+fn a_socket_loop_that_never_parks_yields_to_its_ps_other_goroutines() {
     use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
     use std::time::{Duration, Instant};
-    let rt = common::pinned(1);
+    let rt = common::rt(1);
     let peer = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = peer.local_addr().unwrap();
     let flood = std::thread::spawn(move || {
@@ -777,7 +778,7 @@ fn a_socket_loop_that_never_parks_yields_to_its_ms_other_goroutines() {
     });
     let b_ran = Arc::new(AtomicBool::new(false));
     let br = b_ran.clone();
-    let (ran, reads) = rt
+    let (ran, reads, a_thread, b_thread) = rt
         .block_on(rt.go(move || {
             let mut c = TcpStream::connect(addr).unwrap();
             let wake_b = gosched::chan::<()>(1);
@@ -787,8 +788,9 @@ fn a_socket_loop_that_never_parks_yields_to_its_ms_other_goroutines() {
                 s.send(()).unwrap();
                 w2.recv().unwrap();
                 br2.store(true, SeqCst);
+                common::os_thread()
             });
-            started.recv().unwrap(); // B is homed on our (the only) M
+            started.recv().unwrap(); // B has run on our one P, and parks
             let mut b1 = [0u8; 1];
             c.read_exact(&mut b1).unwrap(); // the flood has begun
             std::thread::spawn(move || wake_b.send(()).unwrap());
@@ -799,13 +801,17 @@ fn a_socket_loop_that_never_parks_yields_to_its_ms_other_goroutines() {
                 reads += 1;
             }
             let ran = br.load(SeqCst);
+            let a_thread = common::os_thread();
             drop(c); // ends the flood
-            b.join().unwrap();
-            (ran, reads)
+            (ran, reads, a_thread, b.join().unwrap())
         }))
         .unwrap();
     flood.join().unwrap();
     eprintln!("B ran after {reads} reads that did not park");
     assert!(ran, "B never ran beside a read loop that never parks");
     assert!(b_ran.load(SeqCst));
+    assert_eq!(
+        b_thread, a_thread,
+        "B ran on another M: A did not yield, sysmon retook its P"
+    );
 }

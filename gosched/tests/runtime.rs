@@ -310,27 +310,14 @@ fn cancelled_goroutine_destructor_may_block() {
 /// Readied both ways: by a channel hand-off to a parked receiver (`try_send` on
 /// a cap-0 channel succeeds only then) and by `go`. Without that M the readier
 /// would spin to its deadline and the assertion says what went wrong.
-///
-/// The hand-off case readies a goroutine that has started, which by the thread
-/// rule may only run on its own M — here the busy readier's — so it runs in a
-/// runtime that lets goroutines migrate; a new goroutine (`go`) is stolen in
-/// either mode.
 #[test]
 fn readied_goroutine_runs_while_its_readier_keeps_the_p() {
     use std::sync::atomic::AtomicBool;
     use std::time::Instant;
-    // SAFETY: these goroutines touch no thread-local across a blocking call.
-    let migrating = unsafe { gosched::Builder::new().procs(2).migrate_goroutines(true) }
-        .build()
-        .unwrap();
-    let pinned = rt(2);
+    let runtime = rt(2);
     for round in 0..300 {
         let by_send = round % 3 == 0;
-        let rt = if by_send || round % 3 == 1 {
-            &migrating
-        } else {
-            &pinned
-        };
+        let rt = &runtime;
         let ran = Arc::new(AtomicBool::new(false));
         let tx = gosched::chan::<()>(0);
         let rx = tx.clone();
@@ -443,10 +430,8 @@ fn block_on_inside_another_runtimes_goroutine_panics_clearly() {
 #[test]
 fn yield_lets_the_global_queue_run() {
     use std::sync::atomic::AtomicBool;
-    for migrate in [false, true] {
-        let b = gosched::Builder::new().procs(1);
-        // SAFETY: these goroutines touch no thread-local across a blocking call.
-        let rt = unsafe { b.migrate_goroutines(migrate) }.build().unwrap();
+    {
+        let rt = rt(1);
         for _ in 0..20 {
             let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
             let flag = Arc::new(AtomicBool::new(false));
@@ -483,7 +468,7 @@ fn yield_lets_the_global_queue_run() {
             rt.block_on(busy).unwrap();
             assert!(
                 yields <= 2 * 61 + 8,
-                "{yields} yields before the global task ran (migrate {migrate})"
+                "{yields} yields before the global task ran"
             );
         }
     }
@@ -502,9 +487,6 @@ fn yield_lets_the_global_queue_run() {
 #[test]
 fn spawners_queued_first_start_before_what_others_spawned() {
     spawners_start_before_half(rt(2), "default");
-    // SAFETY: the goroutines touch no thread-locals.
-    let migrating = unsafe { gosched::Builder::new().procs(2).migrate_goroutines(true) };
-    spawners_start_before_half(migrating.build().unwrap(), "migrating");
 }
 
 fn spawners_start_before_half(rt: gosched::Runtime, mode: &str) {

@@ -354,7 +354,7 @@ fn scheddetail_lists_every_p_and_m() {
     let _s = serial();
     let err = run_trace_child("schedtrace=50,scheddetail=1");
     let head = regex::Regex::new(
-        r"^SCHED \d+ms: gomaxprocs=2 idleprocs=[0-2] threads=\d+ spinningthreads=\d+ needspinning=0 idlethreads=\d+ runqueue=\d+ live=\d+ runnable=\d+ running=\d+ parked=\d+ insyscall=\d+ blockingcalls=\d+ waitingforp=\d+$",
+        r"^SCHED \d+ms: gomaxprocs=2 idleprocs=[0-2] threads=\d+ spinningthreads=\d+ needspinning=0 idlethreads=\d+ runqueue=\d+ live=\d+ runnable=\d+ running=\d+ parked=\d+ insyscall=\d+ blockingcalls=\d+ lockedthreads=\d+$",
     )
     .unwrap();
     let p_line = regex::Regex::new(
@@ -362,7 +362,7 @@ fn scheddetail_lists_every_p_and_m() {
     )
     .unwrap();
     let m_line =
-        regex::Regex::new(r"^  M\d+: p=(nil|\d+) homed=\d+ inbox=\d+ retired=(true|false)$")
+        regex::Regex::new(r"^  M\d+: p=(nil|\d+) locked=(true|false) retired=(true|false)$")
             .unwrap();
     let g_line = regex::Regex::new(r"^  G\d+: status=[124]\([^)]*\) (goroutine|task)$").unwrap();
     let mut g_lines = 0;

@@ -19,15 +19,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn migrating(procs: usize) -> gosched::Runtime {
-    // SAFETY: the goroutines of these tests touch no thread-local across a
-    // blocking call.
-    unsafe {
-        gosched::Builder::new()
-            .procs(procs)
-            .migrate_goroutines(true)
-    }
-    .build()
-    .unwrap()
+    common::rt(procs)
 }
 
 /// Spins until `stop`, making no runtime call.
@@ -267,8 +259,8 @@ fn counter_beside_blocking_syscalls(rt: gosched::Runtime, in_place: bool) {
 #[test]
 fn counter_progresses_beside_blocking_syscalls_migrating() {
     let _s = serial();
-    // SAFETY: these goroutines touch no thread-local across a blocking call.
-    let rt = unsafe { gosched::Builder::new().procs(2).migrate_goroutines(true) }
+    let rt = gosched::Builder::new()
+        .procs(2)
         .thread_keep_alive(Some(KEEP_ALIVE))
         .thread_name(THREADS)
         .build()
@@ -276,10 +268,9 @@ fn counter_progresses_beside_blocking_syscalls_migrating() {
     counter_beside_blocking_syscalls(rt, true);
 }
 
-/// The same under the thread rule, with `syscall`: a caller alone on its M
-/// blocks in place, one sharing its M (with the counter) hands the call to
-/// the blocking pool. Ms whose goroutines ended exit, and so do idle pool
-/// threads.
+/// The same with `syscall`: a call site never measured gives its P away
+/// before the call (Go's `entersyscallblock`) instead of waiting for sysmon.
+/// Ms whose goroutines ended exit.
 #[test]
 fn counter_progresses_beside_blocking_syscalls() {
     let _s = serial();
@@ -292,78 +283,9 @@ fn counter_progresses_beside_blocking_syscalls() {
     counter_beside_blocking_syscalls(rt, false);
 }
 
-/// Under the thread rule, two CPU-bound goroutines spawned together beside
-/// goroutines that loop on blocking calls (W10's shape) start on different
-/// Ms, so they run in parallel: a crowded M starts the second one on the
-/// other P's M when that M holds fewer goroutines (`place`) instead of
-/// beside the first, where they would share one thread for good. Before,
-/// they shared an M in 6 or 7 runs of 10.
-#[test]
-fn cpu_bound_goroutines_spawned_together_get_their_own_ms() {
-    let _s = serial();
-    // 20 tries, 14 apart at least: placement puts them apart in about 88%
-    // of tries here (10 tries needing 8 failed in CI about one run in
-    // five), sharing was 60-70% before it.
-    const TRIES: usize = 20;
-    let mut apart = 0;
-    for _ in 0..TRIES {
-        let rt = common::pinned(2);
-        rt.block_on(rt.go(|| {})).unwrap(); // an M exists, as in W10
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut callers = Vec::new();
-        for _ in 0..4 {
-            let s = stop.clone();
-            callers.push(rt.go(move || {
-                while !s.load(Relaxed) {
-                    gosched::syscall(|| std::thread::sleep(Duration::from_millis(50)));
-                }
-            }));
-        }
-        let workers: Vec<_> = (0..2)
-            .map(|_| {
-                let s = stop.clone();
-                rt.go(move || {
-                    let me = common::os_thread();
-                    while !s.load(Relaxed) {
-                        // 20 µs of work (by the clock, so that a debug
-                        // build's slices are as short), then a yield.
-                        let t = Instant::now();
-                        while t.elapsed() < Duration::from_micros(20) {
-                            std::hint::spin_loop();
-                        }
-                        gosched::yield_now();
-                    }
-                    me
-                })
-            })
-            .collect();
-        std::thread::sleep(Duration::from_millis(100));
-        stop.store(true, Relaxed);
-        let ids: Vec<_> = workers
-            .into_iter()
-            .map(|h| rt.block_on(h).unwrap())
-            .collect();
-        for h in callers {
-            rt.block_on(h).unwrap();
-        }
-        if ids[0] != ids[1] {
-            apart += 1;
-        }
-    }
-    eprintln!("the two workers ran on different Ms in {apart} of {TRIES} runs");
-    assert!(
-        apart >= TRIES * 7 / 10,
-        "two CPU-bound goroutines shared one M in {} of {TRIES} runs",
-        TRIES - apart
-    );
-}
-
-/// Ms exit and come back while goroutines are placed on them: with a
-/// keep-alive of 1 ms, idle Ms retire between rounds and their `Machine`s
-/// are reused by the next round's new threads, while a spawner holding more
-/// than `PLACE_MIN` goroutines sends new ones to other Ms (`adopt`, which a
-/// retired M refuses: the goroutine starts where it was spawned instead).
-/// Some goroutines block in place so that sysmon starts more Ms. Every
+/// Ms exit and come back while goroutines run on them: with a keep-alive of
+/// 1 ms, idle Ms retire between rounds and their `Machine`s are reused by
+/// the next round's new threads. Some goroutines block in place so that sysmon starts more Ms. Every
 /// goroutine runs once and the sums match: nothing is lost to an M that
 /// exited.
 #[test]
@@ -436,72 +358,21 @@ fn ms_exit_and_return_under_churn() {
 /// and sysmon's backed-off looks make the first hand-over later here).
 /// Without the time slice the first pair would keep the P.
 ///
-/// A USER retake during the hog's first slice splits the pairs across two
-/// Ms (the new M starts the unstarted goroutines); that case has its own
-/// test, `split_pairs_share_one_p`. Timing on a loaded box decides whether
-/// a try meets the bound, so each mode gets five tries and must meet it
-/// once; without the time slice every try fails.
+/// Timing on a loaded box decides whether a try meets the bound, so it gets
+/// five tries and must meet it once; without the time slice every try
+/// fails.
 #[test]
 fn ping_pong_pairs_share_one_p() {
     let _s = serial();
-    for (mode, make) in [
-        ("default", rt as fn(usize) -> gosched::Runtime),
-        ("migrating", migrating),
-    ] {
-        let tries: Vec<(u64, u64)> = (0..5).map(|_| ping_pong_once(make(1))).collect();
-        eprintln!("{mode}: (hog, light) per try: {tries:?}");
-        assert!(
-            tries
-                .iter()
-                .any(|&(hog, light)| hog / 20 <= light && light / 20 <= hog),
-            "{mode}: one pair kept the P in every try: {tries:?}"
-        );
-    }
+    let tries: Vec<(u64, u64)> = (0..5).map(|_| ping_pong_once(rt(1))).collect();
+    eprintln!("(hog, light) per try: {tries:?}");
+    assert!(
+        tries
+            .iter()
+            .any(|&(hog, light)| hog / 20 <= light && light / 20 <= hog),
+        "one pair kept the P in every try: {tries:?}"
+    );
 }
-
-/// The ping-pong pairs of `ping_pong_pairs_share_one_p`, each split on
-/// purpose across the same two Ms that then share one P, under the thread
-/// rule (`common::pinned`: moving goroutines would undo the split):
-/// every message of either pair is a cross-M ready. The P goes to the
-/// readied goroutine's M when the readier parks ("Hand-off to the readied
-/// goroutine's M", `machine.rs`), so the light pair runs its exchanges in a
-/// time slice of its own. Before that hand-off it got one exchange per hog
-/// step (counts ~1,000x apart: 23 of 30 tries missed on a loaded box).
-/// Three runs whose split came out as built; each must meet Go's 20x bound.
-///
-/// The light pair does 10,000 units a step here, not Go's 1,000: split, each
-/// of its steps is a hand-off between two threads (a futex wake and a
-/// context switch, 20-150 us on a loaded 2-core VM in a debug build), which
-/// at 1,000 units made its count measure the hand-off's cost as much as its
-/// share of the P (ratios 7-40 with a fair share, 1 run in 10 over the bound
-/// in CI). Without the hand-off it would still get one exchange per hog
-/// step: 1,000,000 / 10,000 = 100x, five times the bound.
-#[test]
-fn split_pairs_share_one_p() {
-    let _s = serial();
-    let mut runs = Vec::new();
-    let mut setups = 0;
-    while runs.len() < 3 {
-        setups += 1;
-        assert!(
-            setups <= 20,
-            "the split did not come out in {setups} set-ups: {runs:?}"
-        );
-        if let Some(r) = split_ping_pong_once() {
-            runs.push(r);
-        }
-    }
-    eprintln!("(hog, light) per run: {runs:?} ({setups} set-ups)");
-    for &(hog, light) in &runs {
-        assert!(
-            hog / 20 <= light && light / 20 <= hog,
-            "one pair kept the P: (hog, light) per run {runs:?}"
-        );
-    }
-}
-
-/// Units per step of the light pair in `split_pairs_share_one_p`.
-const SPLIT_LIGHT_WORK: u64 = 10_000;
 
 /// One ping-pong step loop: take the ball, do `work` units, pass it back.
 fn pinger(work: u64, count: &AtomicU64, ch: &gosched::Chan<bool>, done: &AtomicBool) {
@@ -527,67 +398,6 @@ fn spin_for(ready: impl Fn() -> bool) {
         assert!(Instant::now() < until, "set-up stuck");
         std::hint::spin_loop();
     }
-}
-
-/// procs 2: anchors A and B spin until both run (so on two Ms); A starts
-/// its partner A2 on its own M by parking right after the spawn while B
-/// still spins, then B does the same with B2. Hog pair A-B, light pair
-/// A2-B2; then `set_procs(1)` and a 200 ms run. `None` if a partner was
-/// started elsewhere after all (a steal), else (hog count, light count).
-fn split_ping_pong_once() -> Option<(u64, u64)> {
-    let rt = common::pinned(2);
-    rt.block_on(rt.go(|| {
-        let done = Arc::new(AtomicBool::new(false));
-        let (hog_count, light_count) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-        let (hog_chan, light_chan) = (gosched::chan::<bool>(0), gosched::chan::<bool>(0));
-        let up = Arc::new(AtomicUsize::new(0));
-        let a2_up = Arc::new(AtomicBool::new(false));
-        let threads = gosched::chan::<(&'static str, common::OsThread)>(4);
-        let anchor = |me: &'static str, partner: &'static str, wait_a2: bool| {
-            let (done, hog_count, light_count) =
-                (done.clone(), hog_count.clone(), light_count.clone());
-            let (hog_chan, light_chan) = (hog_chan.clone(), light_chan.clone());
-            let (up, a2_up, threads) = (up.clone(), a2_up.clone(), threads.clone());
-            gosched::go(move || {
-                up.fetch_add(1, SeqCst);
-                spin_for(|| up.load(SeqCst) == 2);
-                threads.send((me, common::os_thread())).unwrap();
-                if wait_a2 {
-                    spin_for(|| a2_up.load(SeqCst));
-                }
-                let (d, t) = (done.clone(), threads.clone());
-                let partner = gosched::go(move || {
-                    t.send((partner, common::os_thread())).unwrap();
-                    a2_up.store(true, SeqCst);
-                    pinger(SPLIT_LIGHT_WORK, &light_count, &light_chan, &d);
-                });
-                // Parks at once: our M starts the partner next.
-                pinger(1_000_000, &hog_count, &hog_chan, &done);
-                partner.join().unwrap();
-            })
-        };
-        let a = anchor("A", "A2", false);
-        let b = anchor("B", "B2", true);
-        let mut seen = std::collections::HashMap::new();
-        for _ in 0..4 {
-            let (who, tid) = threads.recv().unwrap();
-            seen.insert(who, tid);
-        }
-        let split = seen["A"] == seen["A2"] && seen["B"] == seen["B2"] && seen["A"] != seen["B"];
-        if split {
-            gosched::runtime::set_procs(1);
-            hog_chan.send(true).unwrap();
-            light_chan.send(true).unwrap();
-            gosched::time::sleep(Duration::from_millis(200));
-        }
-        done.store(true, Relaxed);
-        hog_chan.close().unwrap();
-        light_chan.close().unwrap();
-        a.join().unwrap();
-        b.join().unwrap();
-        split.then(|| (hog_count.load(Relaxed), light_count.load(Relaxed)))
-    }))
-    .unwrap()
 }
 
 /// One 200 ms run of the two pairs: (hog pair's count, light pair's count).
@@ -626,21 +436,22 @@ fn ping_pong_once(rt: gosched::Runtime) -> (u64, u64) {
     }
 }
 
-/// The thread rule, 1 proc: goroutine B is homed on the only M and readied from
-/// a plain thread while goroutine A, on the same M, loops on `try_recv`
-/// (a runtime call that never blocks). Only A's yield can let B run: sysmon
-/// asks A's slice to end and A yields at its next `try_recv`.
+/// 1 proc: goroutine B is readied from a plain thread (onto the global
+/// queue) while goroutine A loops on `try_recv` (a runtime call that never
+/// blocks). sysmon asks A's slice to end and A yields at its next
+/// `try_recv`, so B runs on A's thread; had A not yielded, sysmon would
+/// retake the P after a grace period and B would run on another M.
 #[test]
-fn a_runtime_call_loop_yields_to_its_ms_other_goroutines() {
+fn a_runtime_call_loop_yields_to_its_ps_other_goroutines() {
     let _s = serial();
-    let rt = common::pinned(1);
+    let rt = common::rt(1);
     for _ in 0..3 {
         let wake_b = gosched::chan::<()>(1);
         let b_ran = Arc::new(AtomicBool::new(false));
         let empty = gosched::chan::<()>(1);
         let (w, br) = (wake_b.clone(), b_ran.clone());
         let t = Instant::now();
-        let (spins, ran_in_loop) = rt
+        let (spins, ran_in_loop, a_thread, b_thread) = rt
             .block_on(rt.go(move || {
                 let (w2, br2) = (w.clone(), br.clone());
                 let started = gosched::chan::<()>(0);
@@ -649,8 +460,9 @@ fn a_runtime_call_loop_yields_to_its_ms_other_goroutines() {
                     s2.send(()).unwrap();
                     w2.recv().unwrap();
                     br2.store(true, SeqCst);
+                    common::os_thread()
                 });
-                started.recv().unwrap(); // B is homed on our (the only) M
+                started.recv().unwrap(); // B has run on our one P, and parks
                 let w3 = w.clone();
                 std::thread::spawn(move || w3.send(()).unwrap());
                 let mut spins = 0u64;
@@ -660,13 +472,14 @@ fn a_runtime_call_loop_yields_to_its_ms_other_goroutines() {
                     spins += 1;
                 }
                 let ran = br.load(SeqCst);
-                b.join().unwrap();
-                (spins, ran)
+                let a_thread = common::os_thread();
+                (spins, ran, a_thread, b.join().unwrap())
             }))
             .unwrap();
         eprintln!("B ran after {:?} ({spins} try_recvs)", t.elapsed());
         assert!(ran_in_loop, "B never ran beside the try_recv loop");
         assert!(b_ran.load(SeqCst));
+        assert_eq!(b_thread, a_thread, "B ran on another M: A did not yield");
         drop(wake_b);
     }
 }
@@ -833,16 +646,12 @@ fn thread_exhaustion_child() {
     }
     // One P, at most 3 Ms: every in-place blocking call loses its P to a new
     // M, until the limit.
-    // SAFETY: as `migrating`.
-    let rt = unsafe {
-        gosched::Builder::new()
-            .procs(1)
-            .max_procs(1)
-            .max_threads(3)
-            .migrate_goroutines(true)
-    }
-    .build()
-    .unwrap();
+    let rt = gosched::Builder::new()
+        .procs(1)
+        .max_procs(1)
+        .max_threads(3)
+        .build()
+        .unwrap();
     let hs: Vec<_> = (0..8)
         .map(|_| rt.go(|| gosched::syscall_local(|| std::thread::sleep(Duration::from_secs(5)))))
         .collect();

@@ -1,6 +1,6 @@
 //! Goroutines are virtual threads (issue 45): each has thread-locals of its
 //! own. The four patterns that broke while goroutines took turns on one
-//! thread's TLS (each fails with `GOSCHED_VTHREAD=0`, the thread rule), then
+//! thread's TLS (each fails with `GOSCHED_VTHREAD=0`), then
 //! per-goroutine values across migration, errno, TLS destructors and
 //! `thread::current()`.
 
@@ -25,20 +25,12 @@ fn one_p() -> gosched::Runtime {
 /// Two Ps, goroutines free to change M (Go's scheduling).
 fn migrating_2p() -> gosched::Runtime {
     assert_eq!(gosched::runtime::virtual_threads(), Ok(()));
-    // SAFETY: goroutines are virtual threads here (checked above), so the
-    // promise holds by construction.
-    unsafe {
-        gosched::Builder::new()
-            .procs(2)
-            .migrate_goroutines(true)
-            .build()
-            .unwrap()
-    }
+    common::rt(2)
 }
 
 /// Pattern 1: a lazy `thread_local!` whose initialiser parks. On one P, A
 /// starts the init and parks; B initialises its own and keeps `&X` across a
-/// park; A's init returns. Under the thread rule std took A's return for a
+/// park; A's init returns. Sharing the thread's TLS, std took A's return for a
 /// recursive init and dropped B's value under B's reference.
 #[test]
 fn a_lazy_thread_local_init_that_parks() {
@@ -89,7 +81,7 @@ scoped_tls::scoped_thread_local!(static CUR: u32);
 
 /// Pattern 2: scoped-tls. A and B each park inside `CUR.set(&local, ..)`;
 /// A leaves first; B must still see its own value, and after its scope,
-/// none. Under the thread rule B restored A's freed `&a`.
+/// none. Sharing the thread's TLS, B restored A's freed `&a`.
 #[test]
 fn scoped_tls_scopes_are_per_goroutine() {
     let rt = one_p();
@@ -150,7 +142,7 @@ fn panicking_is_per_goroutine() {
 }
 
 /// Pattern 3, second half: a panic hook that parks, and a second panic on
-/// the same thread meanwhile. Under the thread rule the second panic found
+/// the same thread meanwhile. Sharing the thread's TLS, the second panic found
 /// the thread "panicking" and aborted the process. In a child process (the
 /// hook is process-wide).
 #[test]
@@ -470,7 +462,7 @@ fn allocation_across_moves() {
 }
 
 /// A runtime dropped inside a goroutine of another cancels its parked
-/// migratable goroutines on that goroutine's thread: each unwinds on its own
+/// goroutines on that goroutine's thread: each unwinds on its own
 /// thread pointer, and the dropping goroutine gets its own back.
 #[test]
 fn dropping_a_runtime_inside_a_goroutine_keeps_its_thread_locals() {

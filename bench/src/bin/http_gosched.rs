@@ -2,13 +2,10 @@
 //! answered with "Hello, World!" (the logic of `gosched/examples/http_hello.rs`,
 //! plus a `Date` header as hyper, net/http and fasthttp send one).
 //!
-//!     http_gosched PORT PROCS [go|go-migrate|async]
+//!     http_gosched PORT PROCS [go|async]
 //!
 //! - `go` (default): one goroutine per connection, blocking-style
 //!   `gosched::net` reads and writes that park only the goroutine.
-//! - `go-migrate`: the same in a runtime built with the unsafe
-//!   `Builder::migrate_goroutines(true)` (no thread-local is held across a
-//!   blocking call here).
 //! - `async`: one async task per connection (`accept_async`, `spawn`, the
 //!   stream's `futures_io` `AsyncRead`/`AsyncWrite`).
 //!
@@ -235,19 +232,15 @@ async fn serve_async(l: TcpListener) {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: http_gosched PORT PROCS [go|go-migrate|async]";
+    let usage = "usage: http_gosched PORT PROCS [go|async]";
     let port: u16 = args.next().and_then(|a| a.parse().ok()).expect(usage);
     let procs: usize = args.next().and_then(|a| a.parse().ok()).expect(usage);
     let mode = args.next().unwrap_or_else(|| "go".into());
-    let b = gosched::Builder::new().procs(procs);
-    let b = match mode.as_str() {
-        "go" | "async" => b,
-        // SAFETY: no goroutine here holds a thread-local across a blocking
-        // call (the date cache lives on the goroutine's own stack).
-        "go-migrate" => unsafe { b.migrate_goroutines(true) },
-        _ => panic!("{usage}"),
-    };
-    let rt = b.build().expect("gosched runtime");
+    assert!(matches!(mode.as_str(), "go" | "async"), "{usage}");
+    let rt = gosched::Builder::new()
+        .procs(procs)
+        .build()
+        .expect("gosched runtime");
     let l = rt
         .block_on(async { TcpListener::bind(("127.0.0.1", port)) })
         .expect("bind");

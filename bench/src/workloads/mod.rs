@@ -32,11 +32,6 @@ pub const W5_CAP0_THREADS: u64 = 1_000_000;
 pub enum Impl {
     /// gosched stackful goroutines (`gosched::go`).
     GoschedGo,
-    /// The same in a runtime built with the unsafe
-    /// `Builder::migrate_goroutines(true)`: started goroutines may change M
-    /// (Go's scheduling), the workloads holding no thread-local across a
-    /// blocking call.
-    GoschedGoMigrate,
     /// gosched goroutines that pass results through `gosched::chan` where the
     /// [`Impl::GoschedGo`] row joins handles (W2 only: Go's canonical skynet).
     GoschedGoChan,
@@ -76,9 +71,8 @@ pub enum Impl {
 }
 
 impl Impl {
-    pub const ALL: [Impl; 17] = [
+    pub const ALL: [Impl; 16] = [
         Impl::GoschedGo,
-        Impl::GoschedGoMigrate,
         Impl::GoschedGoChan,
         Impl::GoschedAsync,
         Impl::GoschedThreads,
@@ -115,7 +109,7 @@ impl Impl {
             Impl::GoschedPool | Impl::GoschedPoolFunc => {
                 matches!(peer, Impl::Ants | Impl::Go | Impl::Java | Impl::Tokio)
             }
-            Impl::GoschedGo | Impl::GoschedGoMigrate | Impl::GoschedGoChan => {
+            Impl::GoschedGo | Impl::GoschedGoChan => {
                 matches!(peer, Impl::Go | Impl::Java | Impl::May | Impl::Crossbeam)
             }
             Impl::GoschedAsync => matches!(peer, Impl::Tokio | Impl::Smol),
@@ -127,7 +121,6 @@ impl Impl {
     pub fn name(self) -> &'static str {
         match self {
             Impl::GoschedGo => "gosched-go",
-            Impl::GoschedGoMigrate => "gosched-go-migrate",
             Impl::GoschedGoChan => "gosched-go-chan",
             Impl::GoschedAsync => "gosched-async",
             Impl::GoschedThreads => "gosched-threads",
@@ -154,7 +147,6 @@ impl Impl {
         matches!(
             self,
             Impl::GoschedGo
-                | Impl::GoschedGoMigrate
                 | Impl::GoschedGoChan
                 | Impl::GoschedAsync
                 | Impl::GoschedThreads
@@ -430,7 +422,7 @@ impl Workload {
             Workload::T1After => matches!(imp, Impl::GoschedGo | Impl::GoschedAsync | Impl::Go),
             // Blocking calls from goroutines: both gosched modes and Go.
             Workload::S1Syscall | Workload::S2Getppid => {
-                matches!(imp, Impl::GoschedGo | Impl::GoschedGoMigrate | Impl::Go)
+                matches!(imp, Impl::GoschedGo | Impl::Go)
             }
             // Hogs and blocking calls: goroutines (both modes; the async
             // row of W6 is an async ticker beside goroutine hogs), tokio,
@@ -438,30 +430,22 @@ impl Workload {
             Workload::W6Fairness => matches!(
                 imp,
                 Impl::GoschedGo
-                    | Impl::GoschedGoMigrate
                     | Impl::GoschedAsync
                     | Impl::Go
                     | Impl::Tokio
                     | Impl::Smol
                     | Impl::May
             ),
-            Workload::W10Syscall => matches!(
-                imp,
-                Impl::GoschedGo | Impl::GoschedGoMigrate | Impl::Go | Impl::Tokio | Impl::May
-            ),
+            Workload::W10Syscall => {
+                matches!(imp, Impl::GoschedGo | Impl::Go | Impl::Tokio | Impl::May)
+            }
             Workload::W12Echo => matches!(
                 imp,
-                Impl::GoschedGo
-                    | Impl::GoschedGoMigrate
-                    | Impl::GoschedAsync
-                    | Impl::Go
-                    | Impl::Tokio
-                    | Impl::Smol
+                Impl::GoschedGo | Impl::GoschedAsync | Impl::Go | Impl::Tokio | Impl::Smol
             ),
             Workload::W8Sleep | Workload::W13Churn => matches!(
                 imp,
                 Impl::GoschedGo
-                    | Impl::GoschedGoMigrate
                     | Impl::GoschedAsync
                     | Impl::Go
                     | Impl::Tokio
@@ -918,12 +902,6 @@ pub fn run_one(w: Workload, imp: Impl, procs: usize, size: u64) -> Result<(), St
         return Err("built without the `gosched` feature".into());
     }
     let name = imp.name();
-    let imp = if imp == Impl::GoschedGoMigrate {
-        MIGRATE.store(true, Ordering::Relaxed);
-        Impl::GoschedGo
-    } else {
-        imp
-    };
     let sample = match w {
         Workload::W1Spawn => w1_spawn::run(imp, procs, size),
         Workload::W2Skynet => w2_skynet::run(imp, procs, size),
@@ -1071,17 +1049,13 @@ pub fn may_init(procs: usize) {
     may::go!(|| {}).join().expect("may warm-up");
 }
 
-/// Set by `run_one` for [`Impl::GoschedGoMigrate`]: `gosched_runtime` then
-/// builds a migrating runtime (the workload code is `GoschedGo`'s).
-static MIGRATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
 /// gosched with `procs` Ps and its default stack size, warmed up.
 #[cfg(feature = "gosched")]
 pub fn gosched_runtime(procs: usize) -> gosched::Runtime {
-    let b = gosched::Builder::new().procs(procs);
-    // SAFETY: no workload holds a thread-local across a blocking call.
-    let b = unsafe { b.migrate_goroutines(MIGRATE.load(Ordering::Relaxed)) };
-    let rt = b.build().expect("gosched runtime");
+    let rt = gosched::Builder::new()
+        .procs(procs)
+        .build()
+        .expect("gosched runtime");
     rt.block_on(rt.go(|| {})).expect("gosched warm-up");
     rt
 }

@@ -5,9 +5,8 @@
 //! Reported: the chunks done beside the callers as a percentage of the
 //! baseline (higher is better; 100 = the blocking calls cost nothing).
 //!
-//! The blocking call, per runtime: gosched `syscall(f)` (default mode: a
-//! call site that is slow hands off to the blocking pool; migrating mode:
-//! in place, and sysmon retakes the P), Go a raw `syscall.Nanosleep`
+//! The blocking call, per runtime: gosched `syscall(f)` (in place; a call
+//! site known to be slow gives its P away first, else sysmon retakes it), Go a raw `syscall.Nanosleep`
 //! (entersyscall; sysmon retakes the P), tokio `block_in_place` (the worker
 //! hands its queue to a new one), may a plain blocking call (may has no
 //! hand-off: the worker is blocked). Same method in `bench/go/w10_syscall.go`.

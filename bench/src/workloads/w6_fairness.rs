@@ -22,10 +22,8 @@
 //! p99 1.2 and 0.2 ms, max 2,000 ms); Java's program already counted from
 //! the spawn.
 //!
-//! Rows: `gosched-go` goroutine hogs and a goroutine ticker (the default
-//! mode: a ticker homed on a hog's M waits for it, which the row shows);
-//! `gosched-go-migrate` the same with goroutines free to move (Go's model);
-//! `gosched-async` an async ticker beside goroutine hogs (default mode);
+//! Rows: `gosched-go` goroutine hogs and a goroutine ticker;
+//! `gosched-async` an async ticker beside goroutine hogs;
 //! tokio tasks; smol tasks (`smol::Timer::after`); may coroutines
 //! (`may::coroutine::sleep`); Go.
 

@@ -1,6 +1,7 @@
-//! Goroutine-local storage: `GoLocal<T>` and `goroutine_local!`, the
-//! remedy the thread rule's caveat points to (a value per goroutine, not
-//! per OS thread, that no thread switch can confuse).
+//! Goroutine-local storage: `GoLocal<T>` and `goroutine_local!`: a value
+//! per goroutine, not per OS thread, that no thread switch can confuse,
+//! also where goroutines are not virtual threads (where they are, a
+//! `thread_local!` is per goroutine too).
 //!
 //! Each goroutine owns a table of slots (`GoroutineCtx::locals`), indexed
 //! by a key every `GoLocal` takes from a global counter on first use. A slot

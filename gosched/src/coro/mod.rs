@@ -43,13 +43,11 @@
 //! each runs on a thread pointer of its own, so its `thread_local!`s are its
 //! own wherever it runs, and the code that switches (`resume`, `Drop`)
 //! touches thread-locals only through `#[inline(never)]` functions called
-//! after the switch; there goroutines move between Ms by default, as in Go
-//! (`Builder::pin_goroutines` keeps the thread rule instead). Elsewhere, by
-//! default a goroutine never changes OS thread once it has started ("The
-//! thread rule", `sched/machine.rs`), and only a goroutine made migratable (the `unsafe`
-//! `Builder::migrate_goroutines` / `Go::migratable`) may resume on another
-//! OS thread after a blocking call; its code must not touch a thread-local
-//! both before and after a blocking call within one function activation.
+//! after the switch. Goroutines move between Ms, as in Go (`sched/machine.rs`),
+//! everywhere; where they are not virtual threads they share their M's
+//! thread-locals, which the crate docs say is unsound (a goroutine that
+//! touches a thread-local before and after a blocking call within one
+//! function activation may use another thread's slot).
 //!
 //! # Stack promises
 //!
@@ -87,9 +85,6 @@ struct GoroutineCtx {
     unwinding: Cell<bool>,
     /// The `Context` of the poll that last resumed the coroutine.
     cx: Cell<*mut Context<'static>>,
-    /// Stays on the M where it first ran (the thread rule), so it counts in
-    /// that M's `homed`.
-    pinned: bool,
     /// `lock_os_thread` depth (Go's nested `LockOSThread` count); while
     /// non-zero the goroutine holds its M (`sched/lockos.rs`).
     lock_depth: Cell<u32>,
@@ -221,7 +216,6 @@ where
         name: Option<StdArc<str>>,
         stack_size: usize,
         pool: u32,
-        pinned: bool,
     ) -> Self {
         Goroutine {
             f: Some(f),
@@ -232,7 +226,6 @@ where
                 yielder: Cell::new(ptr::null()),
                 unwinding: Cell::new(false),
                 cx: Cell::new(ptr::null_mut()),
-                pinned,
                 lock_depth: Cell::new(0),
                 suspensions: Cell::new(0),
                 locals: local::Locals::default(),
@@ -330,22 +323,20 @@ where
         ));
     }
 
-    /// Resume the coroutine on the goroutine's thread pointer. A goroutine that
-    /// stays on its M leaves its area installed when it suspends: the schedule
-    /// loop runs on it, and the next goroutine's install replaces it (one switch
-    /// per change of goroutine, none when the same one runs again). One that may
-    /// move leaves its area before the poll returns: another M may install it.
+    /// Resume the coroutine on the goroutine's thread pointer, and leave its
+    /// area before the poll returns: the goroutine may resume on another M,
+    /// which installs it there.
     #[inline(always)]
     fn resume(&mut self) -> CoroutineResult<(), Outcome<T>> {
         #[cfg(vthread)]
         let _leave = match &self.area {
             Some(area) => {
                 // SAFETY: our area, polled by one M at a time (the task's
-                // RUNNING bit); a pinned goroutine's area is installed only on
-                // its own M, a migratable one's left below, and every area is
-                // left before its stack goes back (`finish`, `Drop`).
+                // RUNNING bit) and left below before the poll returns, so no
+                // other thread has it installed; every area is left before
+                // its stack goes back (`finish`, `Drop`).
                 let _ = unsafe { area.install() };
-                LeaveArea(!self.ctx.pinned)
+                LeaveArea(true)
             }
             None => LeaveArea(false),
         };
@@ -433,7 +424,7 @@ impl<F, T> Drop for Goroutine<F, T> {
             escaped = force_unwind_on(&self.ctx, &mut co).err();
         }
         if self.ctx.lock_depth.replace(0) > 0 {
-            // Cancelled while locked (on its own M, `cancel_homed`).
+            // Cancelled while locked (`lockos.rs`: a no-op off its M).
             crate::sched::lockos::unlock_current();
         }
         #[cfg(vthread)]
@@ -513,15 +504,6 @@ fn unreserve_stack(pool: u32, size: usize) {
             owner.stacks.unreserve(size, 1);
         }
     }
-}
-
-/// Whether the calling goroutine stays on its M (None outside a goroutine).
-#[inline(never)]
-pub(crate) fn current_pinned() -> Option<bool> {
-    // SAFETY: non-null pointers in CURRENT are live goroutine contexts.
-    unsafe { current().as_ref() }
-        .filter(|g| !g.unwinding.get())
-        .map(|g| g.pinned)
 }
 
 /// Suspend the current goroutine until its task is polled again. Always
@@ -677,14 +659,11 @@ impl std::error::Error for SpawnError {
 pub struct Go {
     name: Option<StdArc<str>>,
     stack_size: Option<usize>,
-    /// `Some(true)`: may change M after it started (see `migratable`).
-    migratable: Option<bool>,
 }
 
 impl Go {
-    /// A builder with no name, the runtime's stack size
-    /// (`Builder::stack_size`) and the runtime's
-    /// thread rule: `Go::new().spawn(f)` is [`go(f)`](crate::go).
+    /// A builder with no name and the runtime's stack size
+    /// (`Builder::stack_size`): `Go::new().spawn(f)` is [`go(f)`](crate::go).
     ///
     /// ```
     /// let h = gosched::Go::new().spawn(|| "plain");
@@ -742,34 +721,6 @@ impl Go {
         self
     }
 
-    /// Let this goroutine change OS thread after it started (Go's scheduling),
-    /// or (`false`) keep it on the M where it first runs (the thread rule)
-    /// even in a runtime whose goroutines move: the default where goroutines
-    /// are virtual threads, or `Builder::migrate_goroutines`.
-    ///
-    /// # Safety
-    /// With `true`, where goroutines are not virtual threads, the caller
-    /// makes the promise of `Builder::migrate_goroutines` for this
-    /// goroutine: it touches no thread-local both before and after a
-    /// blocking call within one function activation. (Where they are, its
-    /// thread-locals move with it and the promise holds by itself.)
-    ///
-    /// ```
-    /// // SAFETY: the closure touches no thread-local before and after its
-    /// // blocking calls (`send`, `recv`), directly or through a library.
-    /// let go = unsafe { gosched::Go::new().migratable(true) };
-    /// let h = go.spawn(|| {
-    ///     let ch = gosched::chan::<u32>(1);
-    ///     ch.send(41).unwrap();
-    ///     ch.recv().unwrap() + 1
-    /// });
-    /// assert_eq!(h.join().unwrap(), 42);
-    /// ```
-    pub unsafe fn migratable(mut self, yes: bool) -> Self {
-        self.migratable = Some(yes);
-        self
-    }
-
     /// Spawn on the current runtime.
     ///
     /// # Panics
@@ -823,7 +774,6 @@ impl Go {
         let size = self.stack_size.unwrap_or(shared.config.stack_size);
         let size = stack::round_size(size).map_err(SpawnError::Stack)?;
         let name = self.name;
-        let pinned = !self.migratable.unwrap_or(shared.config.migrate_goroutines);
         let pool = shared.stacks.id();
         // The stack is taken at the first run; promise it now, so that a
         // goroutine accepted here always gets one (`stack.rs`, "Reservations").
@@ -847,10 +797,9 @@ impl Go {
                             crate::trace::record_name(shared.trace_rt, id, n);
                         }
                     }
-                    Goroutine::new(f, id, name, size, pool, pinned)
+                    Goroutine::new(f, id, name, size, pool)
                 },
                 crate::sched::task::SpawnInfo {
-                    pinned,
                     goroutine: true,
                     site,
                     named,

@@ -1,85 +1,50 @@
 //! `gosched::syscall(f)`: a blocking call from a goroutine that does not hold
-//! up the goroutines sharing its M.
+//! up the goroutines queued on its P.
 //!
-//! Under the thread rule (`sched/machine.rs`: where goroutines cannot be
-//! virtual threads, or `Builder::pin_goroutines`) a started goroutine never
-//! leaves its M, and neither do the others homed there. A blocking call
-//! made in place would stop all of them for its whole length; sysmon handing
-//! the P to another M frees only the P's movable work. So:
+//! The call runs in place, on the calling thread, with its M marked as in a
+//! call (`sched/syscall.rs`, Go's `entersyscall`: two plain stores and a
+//! load). If it blocks, sysmon hands the P, with its queue, to another M
+//! after a tick (Go's `retake`); goroutines move between Ms, so nothing else
+//! waits for the call.
 //!
-//! * **Hand-off** — `f` runs on a thread of the runtime's blocking pool
-//!   (`sched/blocking.rs`) while the goroutine parks; the M runs the others
-//!   meanwhile, and the pool thread wakes the goroutine with the result (or
-//!   re-raises `f`'s panic in it). Costs two thread wake-ups (S2 below).
-//! * **In place** — `f` runs on the calling thread with its M marked as in
-//!   a call (`sched/syscall.rs`), Go's `entersyscall`: two plain stores and
-//!   a load; sysmon hands the P off if the call is slow.
+//! A call site that is known to block gives its P away before the call
+//! instead (Go's `entersyscallblock`, `in_place_blocking`), so the queue runs
+//! on at once rather than after sysmon's next look. Which sites: a table of
+//! [`SITES`] slots, indexed by a hash of the caller's `Location`
+//! (`#[track_caller]`), keeps a moving average of how long that site's calls
+//! took. A site whose calls take under [`SLOW`] keeps its P (re-measured one
+//! call in `SAMPLE`); a slower one, or one never seen (it could block for
+//! minutes: a read of stdin), gives it away first. Sites that share a slot
+//! share an average (harmless: it only picks between two correct paths).
 //!
-//! Which one: in place when nothing else is homed on the calling M (the
-//! goroutine is alone there, or all goroutines migrate, Go's mode), on a
-//! plain thread and in an async task; otherwise it depends on the **call
-//! site**'s history (`#[track_caller]`): a table of [`SITES`] slots, indexed
-//! by a hash of the caller's `Location`, keeps a moving average of how long
-//! that site's calls took (measured in place, or on the pool thread). A
-//! site whose calls take under [`SLOW`] runs in place; a slower one, or one
-//! never seen (it could block for minutes: a read of stdin), is handed off.
-//! So a site of fast calls pays the hand-off once or twice, and a site that
-//! turns slow holds up its M's other goroutines for one call, then hands off.
-//! Sites that share a slot share an average (harmless: it only picks
-//! between two correct paths).
-//!
-//! Measured on the 2-core box (`gosched-bench s1 s2 --impl
-//! gosched-go,gosched-go-migrate,go`, 100 goroutines, medians of 5):
-//!
-//! | ns per call | S1 `nanosleep(50 µs)` | S2 `getppid` |
-//! |---|--:|--:|
-//! | always hand off | 9,603 | 3,486 (38× Go) |
-//! | by call site (this) | 7,924 | 109 |
-//! | in place (migrating goroutines; no sysmon yet) | 66,179 | 96 |
-//! | Go 1.27 (sysmon hands the P off after 20 µs) | 22,324 | 93 (a raw call) |
-//!
-//! Go's S2 figure there made `syscall.Getppid`, a raw call that skips
-//! `entersyscall`; through `syscall.Syscall`, as its blocking calls go, Go
-//! makes 81-87 ns and this 89-98 (2026-11-28, after [`folded`] stopped
-//! writing the shared table at every sampled call). Since 2026-11-29 a call
-//! in place makes no CAS on the P's status word (`sched/status.rs`, "Calls
-//! in place"): 89.1 -> 79.9 ns (ab.py, 15 interleaved runs each).
-//!
-//! `f` may borrow from the goroutine's stack (no `'static` bound): the
-//! goroutine is parked until `f` has returned, and if it is cancelled
-//! meanwhile (runtime shutdown), its unwinding blocks in `Wait::drop` until
-//! `f` has returned, so the borrowed frames outlive every use. That is the
-//! invariant the lifetime erasure in `hand_off` relies on; `Done` also makes
-//! sure the result, which may borrow too, is dropped on the goroutine's side.
-//!
-//! `syscall_local(f)` always runs in place: for calls that are not `Send`
-//! (they touch the calling thread's state) or are known to be short.
+//! `syscall_local(f)` always runs in place keeping the P: for calls that are
+//! not `Send` (they touch the calling thread's state) or are known to be
+//! short. `syscall_async(f)` runs `f` on the blocking pool
+//! (`sched/blocking.rs`) for async tasks, which must not block their M.
 
 use std::future::Future;
-use std::mem;
 use std::panic::{self, AssertUnwindSafe, Location};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use super::{block_on_goroutine, current_pinned};
-use crate::sched::blocking::Job;
 use crate::sched::context::with_current;
-use crate::sched::syscall::{homed_on_this_m, in_place, in_place_blocking, lost_p_in_poll};
+use crate::sched::syscall::{in_place, in_place_blocking, lost_p_in_poll};
 
 /// Run `f`, a call that may block its OS thread (a system call, a blocking
 /// library), from a goroutine without holding up the other goroutines of its
-/// M. When others are homed there and this call site's calls have been slow
-/// (10 µs or more on average) or never measured, `f` runs on a pool thread
-/// while only this goroutine parks; otherwise it runs in place with its
-/// thread marked as in a system call (a site of fast calls learns that
-/// after a call or two). Outside the runtime it just calls `f`. A panic in
-/// `f` is raised in the caller.
+/// P: it runs in place with its thread marked as in a system call (Go's
+/// `entersyscall`), and if it blocks, sysmon hands the P, with its queue, to
+/// another M. A call site whose calls have averaged 10 µs or more, or that
+/// was never measured, gives the P away before the call instead (Go's
+/// `entersyscallblock`), so the queue runs on at once; a site of fast calls
+/// learns that after a call or two. Outside the runtime it just calls `f`.
+/// A panic in `f` is raised in the caller.
 ///
-/// `f` and its result must be `Send` (they may cross to the pool thread);
-/// [`syscall_local`] takes any `f` and always runs it in place.
+/// [`syscall_local`] is the same without the `Send` bounds and the site's
+/// history (it never gives the P away first).
 ///
 /// ```
 /// let dir = std::env::temp_dir();
@@ -97,32 +62,13 @@ where
     F: FnOnce() -> R + Send,
     R: Send,
 {
-    if let Some(pinned) = current_pinned() {
+    if super::in_goroutine() {
         let site = site_slot(Location::caller());
         let avg = site.load(Relaxed);
         let slow = avg == UNSEEN || avg >= SLOW_NS;
-        // The calling goroutine itself counts in `homed` when pinned.
-        if slow && homed_on_this_m() > usize::from(pinned) {
-            return hand_off(f, site);
-        }
-        // In place. A site whose calls are slow gives its P away first
-        // (Go's `entersyscallblock`), so the P's queue runs on at once
-        // instead of after sysmon's next look; a fast site keeps it (and
-        // sysmon retakes it if a call turns out slow). Fast sites are
-        // re-measured one call in `SAMPLE` (two clock reads per measure).
-        // A slow call gives the P away and blocks this M: no goroutine may
-        // be placed here meanwhile (and if one was, a moment ago, hand off).
-        let _alone = if slow {
-            let Some(guard) = crate::sched::syscall::block_alone(usize::from(pinned)) else {
-                return hand_off(f, site);
-            };
-            Some(guard)
-        } else {
-            None
-        };
+        // Fast sites are re-measured one call in `SAMPLE` (two clock reads
+        // per measure).
         if slow || sample_this_call() {
-            // Time `f` alone: a hand-off's own cost must not make a fast
-            // site look slow.
             let timed = || {
                 let t = Instant::now();
                 let r = f();
@@ -155,8 +101,8 @@ fn sample_this_call() -> bool {
 /// `in_place` (or `in_place_blocking`, which gives the P away first), then
 /// Go's `exitsyscall` for a goroutine: if sysmon handed our P to another M
 /// while `f` blocked and no idle P was to be had, yield, so that the
-/// goroutine waits for a P (its M on the want-P list) instead of running
-/// beside the procs limit.
+/// goroutine waits for a P (on the global queue) instead of running beside
+/// the procs limit.
 fn run_in_place<R>(f: impl FnOnce() -> R, blocking: bool) -> R {
     // A virtual clock stands still while the call runs, and until the
     // goroutine has a P again (or parks).
@@ -175,7 +121,7 @@ fn run_in_place<R>(f: impl FnOnce() -> R, blocking: bool) -> R {
 
 /// Slots of the call-site table.
 pub(crate) const SITES: usize = 1024;
-/// A site whose calls average this long or more is handed off.
+/// A site whose calls average this long or more gives its P away first.
 pub(crate) const SLOW: Duration = Duration::from_micros(10);
 const SLOW_NS: u32 = SLOW.as_nanos() as u32;
 /// A slot no call has been measured in.
@@ -232,9 +178,8 @@ fn folded(old: u32, ns: u32) -> Option<u32> {
 }
 
 /// Run `f`, a call that may block, on the calling thread, which is marked as
-/// in a system call meanwhile. Unlike [`syscall`] it never hands `f` to
-/// another thread, so `f` need not be `Send`, but while it blocks, the other
-/// goroutines homed on the calling M wait too.
+/// in a system call meanwhile (sysmon hands the P to another M if it
+/// blocks). `f` need not be `Send`.
 ///
 /// ```
 /// use std::rc::Rc;
@@ -248,11 +193,9 @@ pub fn syscall_local<R>(f: impl FnOnce() -> R) -> R {
     run_in_place(f, false)
 }
 
-/// Where the pool thread leaves the result for the parked goroutine.
+/// Where the pool thread leaves the result for the awaiting task.
 struct Done<R> {
     state: Mutex<DoneState<R>>,
-    /// Signalled when `finished` is set (for a cancelled waiter).
-    finished_cv: Condvar,
 }
 
 struct DoneState<R> {
@@ -269,7 +212,6 @@ impl<R> Done<R> {
                 finished: false,
                 waker: None,
             }),
-            finished_cv: Condvar::new(),
         })
     }
 
@@ -277,9 +219,7 @@ impl<R> Done<R> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Pool thread: publish the result, then wake the goroutine. After the
-    /// unlock the waiter may return and free its frames; nothing here
-    /// touches them (the waker is owned, `self` is in an `Arc`).
+    /// Pool thread: publish the result, then wake the task.
     fn finish(&self, result: std::thread::Result<R>) {
         let waker = {
             let mut st = self.lock();
@@ -287,23 +227,9 @@ impl<R> Done<R> {
             st.finished = true;
             st.waker.take()
         };
-        self.finished_cv.notify_all();
         if let Some(w) = waker {
             w.wake();
         }
-    }
-}
-
-/// The goroutine's side: ready once the pool thread finished.
-struct Wait<'a, R> {
-    done: &'a Done<R>,
-}
-
-impl<R> Future for Wait<'_, R> {
-    type Output = std::thread::Result<R>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.done.poll_result(cx)
     }
 }
 
@@ -320,55 +246,6 @@ impl<R> Done<R> {
             None => st.waker = Some(cx.waker().clone()),
         }
         crate::sched::wait::pending(crate::sched::wait::WaitReason::Syscall, cx)
-    }
-}
-
-impl<R> Drop for Wait<'_, R> {
-    /// Cancelled while `f` runs (the goroutine's stack is being unwound):
-    /// block this thread until `f` has returned, because `f` may borrow the
-    /// frames about to be freed. Then drop the result here, on this side.
-    fn drop(&mut self) {
-        let mut st = self.done.lock();
-        while !st.finished {
-            st = self
-                .done
-                .finished_cv
-                .wait(st)
-                .unwrap_or_else(|e| e.into_inner());
-        }
-        let result = st.result.take();
-        drop(st);
-        drop(result);
-    }
-}
-
-fn hand_off<F, R>(f: F, site: &'static AtomicU32) -> R
-where
-    F: FnOnce() -> R + Send,
-    R: Send,
-{
-    let done = Done::new();
-    let to_pool = done.clone();
-    let job: Box<dyn FnOnce() + Send + '_> = Box::new(move || {
-        let t = Instant::now();
-        let result = panic::catch_unwind(AssertUnwindSafe(f));
-        record(site, t.elapsed());
-        to_pool.finish(result);
-    });
-    // SAFETY: only the lifetime changes. The job may borrow from this
-    // goroutine's frames (through `f`, and `R` in `Done`); this function does
-    // not return, and its frames are not freed, before `finish` ran: the
-    // goroutine waits in `block_on_goroutine(Wait)` and a cancellation's
-    // unwinding blocks in `Wait::drop` until `finished`. After `finish` the
-    // job holds only the `Arc<Done<R>>` with the result already taken (by
-    // `Wait::poll` or `Wait::drop`), so dropping it later touches no borrowed
-    // data. If `submit` panics, the job is dropped inside it, before we
-    // return.
-    let job: Job = unsafe { mem::transmute::<Box<dyn FnOnce() + Send + '_>, Job>(job) };
-    with_current(|shared| shared.blocking.submit(job));
-    match block_on_goroutine(Wait { done: &done }) {
-        Ok(r) => r,
-        Err(payload) => panic::resume_unwind(payload),
     }
 }
 

@@ -538,9 +538,8 @@ fn raise_backlog(listener: &impl std::os::fd::AsRawFd) {
 
 /// Resolve `addr` as a blocking call (`syscall_local`): a slow resolver
 /// (`getaddrinfo` for a host name) holds this thread, and sysmon hands the P
-/// to another M meanwhile — it costs a thread, not a P (the other
-/// goroutines homed on this M wait for it, as for any `syscall_local`). A
-/// numeric address is parsed without a system call.
+/// to another M meanwhile: it costs a thread, not a P. A numeric address is
+/// parsed without a system call.
 fn resolve(addr: impl std::net::ToSocketAddrs) -> io::Result<Vec<std::net::SocketAddr>> {
     crate::syscall_local(|| addr.to_socket_addrs().map(Iterator::collect))
 }

@@ -25,7 +25,7 @@
 //! for the lot, or, P-less, to the global queue.
 //!
 //! Whatever would wake the sleeper wakes the poller instead: an earlier timer,
-//! homed work for that M, shutdown (`wake`: a `mio::Waker`, an eventfd). The
+//! a P handed to it, shutdown (`wake`: a `mio::Waker`, an eventfd). The
 //! eventfd's edge can be consumed by another M's non-blocking poll just before
 //! the sleeper blocks, so `wake` also raises `wake_sig` (Go's
 //! `netpollWakeSig`), which the sleeper checks after announcing itself and

@@ -62,8 +62,7 @@
 //!
 //! A worker is started with [`Go::try_spawn`](crate::Go::try_spawn) on the
 //! runtime current where the submit that needed it runs (as [`crate::go`]);
-//! the purge goroutine on the one current where the pool is built. Under the
-//! thread rule each worker then stays on the OS thread where it first ran.
+//! the purge goroutine on the one current where the pool is built.
 //!
 //! # Blocking and async code
 //!

@@ -35,8 +35,6 @@ pub struct Builder {
     stack_size: usize,
     max_threads: usize,
     name: String,
-    migrate_goroutines: bool,
-    pin_goroutines: bool,
     sysmon: bool,
     deadlock_detection: bool,
     thread_keep_alive: Option<Duration>,
@@ -68,8 +66,6 @@ impl Builder {
             stack_size: crate::stack::DEFAULT_STACK_SIZE,
             max_threads: DEFAULT_MAX_THREADS,
             name: "gosched".into(),
-            migrate_goroutines: false,
-            pin_goroutines: false,
             sysmon: crate::sched::config::default_sysmon(),
             deadlock_detection: true,
             thread_keep_alive: Some(DEFAULT_THREAD_KEEP_ALIVE),
@@ -163,83 +159,6 @@ impl Builder {
         self
     }
 
-    /// Let goroutines change OS thread after they started (Go's scheduler:
-    /// a readied goroutine runs on whichever M readied it or steals it)
-    /// where goroutines cannot be virtual threads. Where they are
-    /// ([`runtime::virtual_threads`](crate::runtime::virtual_threads) is
-    /// `Ok`: Linux x86-64 with glibc), every goroutine has thread-locals of
-    /// its own and moves by default, so this changes nothing there. Elsewhere
-    /// the default is the thread rule (crate docs): a goroutine stays on the
-    /// M where it first ran, because moving a running function to another
-    /// thread breaks thread-locals; this mode trades that for Go's
-    /// scheduling.
-    ///
-    /// # Safety
-    /// The caller promises that no goroutine of this runtime touches a
-    /// thread-local (its own, or one inside any library it calls: `tracing`
-    /// spans, RNG handles, allocator or logger caches, `RefCell` caches...) both
-    /// before and after a blocking call (a channel operation, `sleep`, `join`,
-    /// `yield_now`, a mutex, `syscall`, an `.await` inside `block_on`) within
-    /// one function activation. LLVM caches a thread-local's address across
-    /// calls, so even a fresh `with` after the blocking call may read and
-    /// write the previous thread's slot: undefined behaviour, not a stale value.
-    /// Async tasks are unaffected (they never move during a poll).
-    ///
-    /// ```
-    /// // SAFETY: the goroutines of this runtime (below) touch no thread-local,
-    /// // directly or through a library, before and after a blocking call.
-    /// let builder = unsafe { gosched::Builder::new().migrate_goroutines(true) };
-    /// let rt = builder.procs(2).build().unwrap();
-    /// let h = rt.go(|| {
-    ///     let ch = gosched::chan::<u32>(1);
-    ///     ch.send(20).unwrap(); // may resume on another thread after this
-    ///     ch.recv().unwrap() + 22
-    /// });
-    /// assert_eq!(rt.block_on(h).unwrap(), 42);
-    /// ```
-    pub unsafe fn migrate_goroutines(mut self, yes: bool) -> Self {
-        self.migrate_goroutines = yes;
-        self
-    }
-
-    /// Every goroutine stays on the M (OS thread) where it first ran, for its
-    /// whole life: the thread rule. It is the default only where goroutines
-    /// cannot be virtual threads; where they can, they move as in Go and
-    /// their thread-locals move with them, so few programs need this. It
-    /// keeps a goroutine's OS-thread identity (its tid, a C library's
-    /// per-thread state, a lock that must be released on the thread that
-    /// took it) without [`lock_os_thread`]'s thread of its own, at the
-    /// price of Go's load balancing: started goroutines are not stolen. `pin_goroutines(true)` also overrides an
-    /// earlier [`migrate_goroutines(true)`](Self::migrate_goroutines) on
-    /// this builder, so a library that builds runtimes can insist on it.
-    /// `false` (the default) leaves the choice to the platform and
-    /// `migrate_goroutines`.
-    ///
-    /// ```
-    /// # #[cfg(target_os = "linux")]
-    /// # fn os_thread() -> i64 {
-    /// #     // SAFETY: gettid takes no arguments and cannot fail.
-    /// #     unsafe { libc::syscall(libc::SYS_gettid) }
-    /// # }
-    /// # #[cfg(not(target_os = "linux"))]
-    /// # fn os_thread() -> std::thread::ThreadId { std::thread::current().id() }
-    /// // SAFETY: `pin_goroutines(true)` below overrides this opt-in, so no
-    /// // goroutine of the runtime changes thread.
-    /// let builder = unsafe { gosched::Builder::new().migrate_goroutines(true) };
-    /// let rt = builder.pin_goroutines(true).procs(2).build().unwrap();
-    /// let h = rt.go(|| {
-    ///     let before = os_thread(); // the kernel's thread id
-    ///     gosched::yield_now();
-    ///     gosched::time::sleep(std::time::Duration::from_millis(1));
-    ///     os_thread() == before
-    /// });
-    /// assert!(rt.block_on(h).unwrap());
-    /// ```
-    pub fn pin_goroutines(mut self, yes: bool) -> Self {
-        self.pin_goroutines = yes;
-        self
-    }
-
     /// Run this runtime's timers on a virtual clock (default: off), for
     /// tests: the clock stands still while anything runs and, once every
     /// goroutine and task is parked, jumps to the earliest timer, so a test
@@ -317,8 +236,9 @@ impl Builder {
     /// (default [`DEFAULT_THREAD_KEEP_ALIVE`], 10 s): threads started for
     /// goroutines blocked in [`syscall`](crate::syscall) go away once the
     /// calls are over, so the thread count grows with blocked calls and
-    /// shrinks back. An M never exits while a goroutine that first ran on it
-    /// is alive (the thread rule keeps it there), nor below one M per P.
+    /// shrinks back. An M never exits while a goroutine is locked to it
+    /// ([`lock_os_thread`]), nor below one M
+    /// per P.
     /// The blocking pool's threads (see [`syscall`](crate::syscall)) exit
     /// after the same time without work. `None` keeps every M and pool
     /// thread for the runtime's life (Go keeps its Ms). (Ms exit on Linux
@@ -370,8 +290,6 @@ impl Builder {
                 stack_size: self.stack_size,
                 max_threads: self.max_threads.max(max_procs + 1),
                 name: self.name,
-                migrate_goroutines: !self.pin_goroutines
-                    && (self.migrate_goroutines || crate::vthread::unsupported_reason().is_none()),
                 sysmon: self.sysmon,
                 deadlock_detection: self.deadlock_detection && !self.virtual_time,
                 thread_keep_alive: self.thread_keep_alive,
@@ -584,9 +502,8 @@ impl Runtime {
 
     /// Go's `GOMAXPROCS(n)` for this runtime: make `n` Ps live (at most
     /// [`Builder::max_procs`]); `n < 1` only reads. Returns the previous
-    /// count. Ps that go away hand their queued work to the others (their
-    /// timers keep firing); goroutines homed on an M keep their M, which
-    /// takes whichever P is free.
+    /// count. Ps that go away hand their queued work and their timers to
+    /// the others.
     ///
     /// ```
     /// let rt = gosched::Builder::new().procs(2).max_procs(4).build().unwrap();
@@ -921,10 +838,7 @@ pub fn procs() -> usize {
 /// `thread_local!`s need no lock where goroutines are virtual threads
 /// ([`virtual_threads`]): they move with it.
 ///
-/// Under the thread rule (`Builder::pin_goroutines`, or where goroutines
-/// cannot be virtual threads) other goroutines homed on the same thread
-/// (they started there) still run on it: they cannot run anywhere else. A
-/// goroutine that ends while locked frees the thread (Go exits the thread
+/// A goroutine that ends while locked frees the thread (Go exits the thread
 /// instead; gosched keeps it, so undo thread-wide changes before the end).
 ///
 /// On a plain thread it does nothing (a thread is its own thread).

@@ -1,12 +1,8 @@
-//! The blocking pool: plain OS threads that run the blocking calls a goroutine
-//! hands off (`gosched::syscall`, `coro/syscall.rs`), so that the goroutine's
-//! M goes on running the other goroutines homed on it.
-//!
-//! Why it exists: a started goroutine never leaves its M ("The thread rule",
-//! `machine.rs`). If it blocked its M in a slow call, every other goroutine
-//! homed on that M would wait for the call, whatever sysmon does with the P.
-//! Running the call on a helper thread while the goroutine parks keeps them
-//! running.
+//! The blocking pool: plain OS threads that run the blocking calls of async
+//! tasks (`gosched::syscall_async`, `coro/syscall.rs`, tokio's
+//! `spawn_blocking`), which must not block their M: the task awaits the
+//! result while its M goes on with other work. (A goroutine's blocking call
+//! runs in place instead, with its P handed off: `sched/syscall.rs`.)
 //!
 //! # Protocol
 //!
@@ -27,8 +23,8 @@
 //! slow first one. Jobs never unwind into the pool (callers catch panics).
 //!
 //! `shutdown` (runtime teardown) wakes every waiter; threads exit once the
-//! queue is empty. Jobs still queued or running are not dropped: the
-//! goroutines waiting for them wait (or block their unwinding) until they end.
+//! queue is empty. Jobs still queued or running are not dropped: they run to
+//! their end, and their results are dropped with the futures awaiting them.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::SeqCst;
@@ -122,16 +118,9 @@ impl BlockingPool {
         st.threads += 1;
         drop(st);
         let inner = self.inner.clone();
-        // Started by an M another M has narrowed: the mask before the pull.
-        let mask = super::affinity::inherited();
         let spawned = std::thread::Builder::new()
             .name(self.inner.name.clone())
-            .spawn(move || {
-                if let Some(mask) = mask {
-                    super::affinity::apply(&mask);
-                }
-                inner.run(Some(job))
-            });
+            .spawn(move || inner.run(Some(job)));
         if let Err(e) = spawned {
             self.inner.lock().threads -= 1;
             return Err(e);

@@ -28,11 +28,6 @@ pub(crate) struct Config {
     pub(crate) max_threads: usize,
     /// Prefix of the M threads' names.
     pub(crate) name: String,
-    /// Goroutines may change M after they started (Go's scheduler, exactly).
-    /// `Builder::build` sets it where goroutines are virtual threads (unless
-    /// `pin_goroutines`), elsewhere only through the unsafe
-    /// `Builder::migrate_goroutines`; false is the thread rule (`machine.rs`).
-    pub(crate) migrate_goroutines: bool,
     /// Start sysmon (`sysmon.rs`). Off only for measuring its cost
     /// (`GOSCHED_SYSMON=0`, `Builder::sysmon(false)`): without it a slow
     /// syscall or a long poll holds its P, and nothing preempts.
@@ -70,7 +65,6 @@ impl Config {
             stack_size: DEFAULT_STACK_SIZE,
             max_threads: DEFAULT_MAX_THREADS.max(procs + 1),
             name: "gosched-global".into(),
-            migrate_goroutines: false,
             sysmon: default_sysmon(),
             deadlock_detection: true,
             thread_keep_alive: Some(DEFAULT_THREAD_KEEP_ALIVE),

@@ -41,7 +41,6 @@
 
 use super::machine::{newm, Machine};
 use super::status;
-use super::task::Task;
 use super::{Sched, Shared};
 use crate::loom::lock;
 use crate::loom::sync::atomic::Ordering::*;
@@ -51,11 +50,6 @@ use std::sync::Arc;
 pub(crate) struct IdleLists {
     ps: Vec<usize>,
     ms: Vec<Arc<Machine>>,
-    /// P-less Ms whose homed goroutines wait for a P (`machine.rs`, "The
-    /// thread rule"): `pidleput` hands them Ps before any P goes idle, so this
-    /// list is non-empty only while no P is idle. Changed only through
-    /// `want_p_push`/`want_p_pop`, which keep `Shared::want_p_since`.
-    want_p: Vec<Arc<Machine>>,
     /// Ms whose thread exited (`machine.rs`, "Idle Ms exit"): `newm` gives
     /// the next new thread one of these instead of a new `Machine`.
     retired: Vec<Arc<Machine>>,
@@ -75,7 +69,6 @@ impl IdleLists {
         IdleLists {
             ps: (0..procs).rev().collect(),
             ms: Vec::new(),
-            want_p: Vec::new(),
             retired: Vec::new(),
         }
     }
@@ -105,8 +98,6 @@ impl Shared {
         self.pidleget(&mut s)
     }
 
-    /// Put a P on the idle list (caller holds the lock and owns the P) — or,
-    /// if an M with homed goroutines waits for a P, hand it that M instead.
     /// A socket was registered, or a thread that is not one of our Ms
     /// waits on one (`net`): make sure some M polls the network. An M asleep
     /// on its parker until the next timer (it went to sleep before any
@@ -126,6 +117,7 @@ impl Shared {
         self.wakep_if_idle();
     }
 
+    /// Put a P on the idle list (caller holds the lock and owns the P).
     pub(crate) fn pidleput(&self, s: &mut Sched, p: usize) {
         if crate::trace::on() {
             self.trace(p, crate::trace::Ev::ProcIdle);
@@ -133,12 +125,6 @@ impl Shared {
         if self.p_dying(p) {
             // Beyond `set_procs`'s count: it dies instead (`procresize.rs`).
             self.kill_p(s, p);
-            return;
-        }
-        if let Some(m) = self.want_p_pop(s) {
-            self.procs[p].status.store(status::RUNNING);
-            self.procs[p].set_owner(&m);
-            m.start(p, false);
             return;
         }
         debug_assert!(!self.procs[p].has_work(), "idle P with queued work");
@@ -244,41 +230,6 @@ impl Shared {
         true
     }
 
-    /// Placement (`machine.rs`, "The thread rule"): start an idle M on an idle
-    /// P with `task`, a pinned goroutine that has not run yet, homed on it.
-    /// `Err(task)` if there is no idle P or no idle M.
-    pub(crate) fn start_idle_m_with(&self, task: Task) -> Result<(), Task> {
-        let (p, m) = {
-            let mut s = lock(&self.sched);
-            if self.shutdown.load(Acquire) {
-                return Err(task);
-            }
-            let Some(p) = self.pidleget(&mut s) else {
-                return Err(task);
-            };
-            (p, s.idle.ms.pop())
-        };
-        let Some(m) = m else {
-            // No M on the list: the timer sleeper is idle too (it waits for
-            // a timer, not for work). A new thread instead would home this
-            // goroutine on a third M for two Ps, and from then on the Ms
-            // would pass the Ps round ("Ms take turns"), each turn a park
-            // and a futex wake (W9: 4 Ms, 15-40k switches a second).
-            return self.start_sleeper(p, false, Some(task)).map_err(|t| {
-                self.release_p(p);
-                t.expect("the task comes back")
-            });
-        };
-        if m.adopt(task).is_err() {
-            // An M leaves the idle list before it retires, under the lock
-            // we popped it under.
-            unreachable!("an idle M had retired");
-        }
-        self.procs[p].set_owner(&m);
-        m.start(p, false);
-        Ok(())
-    }
-
     /// Wake every M on the idle list and the timer sleeper; each re-checks
     /// what it waits for and parks again (`blocking.rs`, `ask_ms_to_trim`).
     #[cfg(not(loom))]
@@ -290,12 +241,6 @@ impl Shared {
         if let Some(m) = &*lock(&self.sleeper) {
             m.wake();
         }
-    }
-
-    /// Put `m` back on the idle list (caller holds the lock: a retirement
-    /// that changed its mind).
-    pub(crate) fn midle_return(&self, s: &mut Sched, m: Arc<Machine>) {
-        s.idle.ms.push(m);
     }
 
     /// A retiring M's `Machine`, for a later `newm` (caller holds the lock).
@@ -320,79 +265,9 @@ impl Shared {
         }
     }
 
-    /// Shutdown: take every idle M and every M waiting for a P (to wake them
-    /// for exit).
+    /// Shutdown: take every idle M (to wake them for exit).
     pub(crate) fn drain_idle_ms(&self) -> Vec<Arc<Machine>> {
-        let mut s = lock(&self.sched);
-        let mut all: Vec<_> = s.idle.ms.drain(..).collect();
-        all.append(&mut s.idle.want_p);
-        self.want_p_since.store(0, Relaxed);
-        all
-    }
-
-    /// An M with homed goroutines to run and no P joins the want-P list
-    /// (caller holds the lock, and found no idle P).
-    pub(crate) fn want_p_push(&self, s: &mut Sched, m: Arc<Machine>) {
-        if s.idle.want_p.is_empty() {
-            self.want_p_since
-                .store(super::timers::now_ns().max(1), Relaxed);
-        }
-        s.idle.want_p.push(m);
-    }
-
-    /// The M first in line for a P, if any (caller holds the lock). The
-    /// next one's wait is counted from now.
-    pub(crate) fn want_p_pop(&self, s: &mut Sched) -> Option<Arc<Machine>> {
-        if s.idle.want_p.is_empty() {
-            return None;
-        }
-        let m = s.idle.want_p.remove(0);
-        let since = if s.idle.want_p.is_empty() {
-            0
-        } else {
-            super::timers::now_ns().max(1)
-        };
-        self.want_p_since.store(since, Relaxed);
-        Some(m)
-    }
-
-    /// The M at `m` if it is on the want-P list (caller holds the lock).
-    pub(crate) fn want_p_find(&self, s: &Sched, m: *const Machine) -> Option<Arc<Machine>> {
-        s.idle
-            .want_p
-            .iter()
-            .find(|x| std::ptr::eq(Arc::as_ptr(x), m))
-            .cloned()
-    }
-
-    /// The M at `m` if it is on the idle-M list (caller holds the lock).
-    pub(crate) fn idle_m_find(&self, s: &Sched, m: *const Machine) -> Option<Arc<Machine>> {
-        s.idle
-            .ms
-            .iter()
-            .find(|x| std::ptr::eq(Arc::as_ptr(x), m))
-            .cloned()
-    }
-
-    /// Take `m` off the want-P list wherever it is in line (caller holds
-    /// the lock): a P is handed to it directly. The wait of whoever is
-    /// first then counts from now if `m` was first.
-    pub(crate) fn want_p_remove(&self, s: &mut Sched, m: &Arc<Machine>) {
-        let Some(i) = s.idle.want_p.iter().position(|x| Arc::ptr_eq(x, m)) else {
-            return;
-        };
-        s.idle.want_p.remove(i);
-        if s.idle.want_p.is_empty() {
-            self.want_p_since.store(0, Relaxed);
-        } else if i == 0 {
-            self.want_p_since
-                .store(super::timers::now_ns().max(1), Relaxed);
-        }
-    }
-
-    /// Ms waiting for a P (caller holds the lock).
-    pub(crate) fn want_p_len(s: &Sched) -> usize {
-        s.idle.want_p.len()
+        lock(&self.sched).idle.ms.drain(..).collect()
     }
 
     /// Go's `wakep`: if nobody spins, start a spinning M on an idle P. The P and
@@ -419,11 +294,9 @@ impl Shared {
     }
 
     /// Go's `startm`'s tail: run P `p` (taken for this, RUNNING) on `m`, an
-    /// M popped off the idle list; with none, on the timer sleeper; with
-    /// none either, on a new thread. Waking the sleeper rather than starting
-    /// a thread keeps the number of Ms that home goroutines near the number
-    /// of Ps: each M that starts goroutines keeps them for good (the thread
-    /// rule), and more such Ms than Ps take turns on the Ps.
+    /// M popped off the idle list; with none, on the timer sleeper (idle
+    /// too: it waits for a timer, not for work); with none either, on a new
+    /// thread.
     pub(crate) fn startm(&self, p: usize, m: Option<Arc<Machine>>, spinning: bool) {
         match m {
             Some(m) => {
@@ -431,35 +304,24 @@ impl Shared {
                 m.start(p, spinning)
             }
             None => {
-                if self.start_sleeper(p, spinning, None).is_err() {
+                if !self.start_sleeper(p, spinning) {
                     newm(self.arc(), p, spinning);
                 }
             }
         }
     }
 
-    /// Hand P `p` (taken for this) to the timer sleeper, with `task` (a
-    /// pinned goroutine that has not run yet) homed on it first. `Err` (the
-    /// task back) if no M sleeps on the timers, or one was handed a P
-    /// already. Under the sleeper lock, as `hand_off_to_readied` hands it a
-    /// P: while registered it has not looked for a P yet, and the first
-    /// thing it does when it wakes is take the one handed to it.
-    fn start_sleeper(
-        &self,
-        p: usize,
-        spinning: bool,
-        task: Option<Task>,
-    ) -> Result<(), Option<Task>> {
+    /// Hand P `p` (taken for this) to the timer sleeper. False if no M
+    /// sleeps on the timers, or one was handed a P already. Under the
+    /// sleeper lock: while registered it has not looked for a P yet, and the
+    /// first thing it does when it wakes is take the one handed to it.
+    fn start_sleeper(&self, p: usize, spinning: bool) -> bool {
         let sl = lock(&self.sleeper);
         let Some(m) = sl.as_ref().filter(|m| !m.has_nextp()) else {
-            return Err(task);
+            return false;
         };
-        if let Some(t) = task {
-            // The sleeper is on its thread (only an M on no list retires).
-            m.adopt(t).map_err(Some)?;
-        }
         self.procs[p].set_owner(m);
         m.start(p, spinning);
-        Ok(())
+        true
     }
 }

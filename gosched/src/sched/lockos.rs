@@ -1,36 +1,48 @@
 //! `lock_os_thread` (Go's `LockOSThread`): a goroutine that owns its M.
 //!
-//! Every started goroutine already resumes on the M where it first ran
-//! (`machine.rs`, "The thread rule"; a migratable goroutine is homed here
-//! when it locks). Locking adds Go's other half: **the M runs nothing else**
-//! — no task from a P's queue, the global queue or a steal — while one of
-//! its goroutines holds the lock. When its homed goroutines are all parked,
-//! the locked M gives its P to another M (`handoffp`, Go's `stoplockedm`)
-//! and parks until one of them is readied (its inbox), then takes a P back
-//! (an idle one, or through the want-P list) and runs it (Go's
-//! `startlockedm`).
+//! Goroutines move between Ms (`machine.rs`). A locked goroutine does not:
+//! it runs only on the M it locked on, and that M runs nothing else while
+//! the lock is held. Go's protocol, in the same three steps:
 //!
-//! Movable work that lands on the locked M's P (a goroutine it spawns, a
-//! task it readies, due timers aside, which it runs) makes the M hand the P
-//! to another M and queue for one itself (the want-P list), so that work
-//! runs elsewhere at once.
+//! - *Lock.* During its own poll the goroutine writes its M into its header
+//!   (`Header::lockedm`) and the M records it (`MachineCtx::lockedg`). Both
+//!   are cleared by the unlock that brings its depth to zero, during its own
+//!   poll again, or when it ends (`task::complete` drops the header's M).
+//! - *Stop* (`stoplockedm`). Whenever the locked goroutine is not running
+//!   (it parked, yielded, or was woken while it ran), its M gives its P away
+//!   (`handoffp`: to an M for the P's queue, timers or the global queue, or
+//!   idle) and parks on its own parker, on no list, until a P is handed to
+//!   it through `nextp`.
+//! - *Start* (`startlockedm`). The goroutine, once runnable, is queued like
+//!   any other. The M that takes it off a queue (`schedule`) sees its
+//!   `lockedm`, puts it in that M's `lockedg_next`, hands that M its own P
+//!   (`Machine::start`: the Release swap of `nextp` publishes the slot) and
+//!   looks for a P again itself, as Go's `startlockedm` then `stopm`. The
+//!   locked M takes the P and the goroutine together (Acquire) and runs it.
 //!
-//! Under the thread rule other goroutines homed on the same M cannot run
-//! anywhere else, so the locked M still runs those (they share the thread
-//! with the locked goroutine either way); only movable work is refused.
+//! So at any moment a locked goroutine is running on its M, queued, parked,
+//! or in its M's slot, and its M holds a P only while running it (or on its
+//! way to give the P away). Nothing hands a locked M a P but `startlockedm`:
+//! it is not on the idle list, nor the timer sleeper.
 //!
-//! Counting: a goroutine's own depth (Go's nested `lockedExt`) lives in its
-//! goroutine context (`coro`); the M counts the goroutines that hold a lock
-//! (`MachineCtx::locked`), so that two goroutines homed on one M may both
-//! lock. A goroutine that ends while locked releases the M's count (Go
-//! instead exits the thread, since its state may have been changed; we keep
-//! it: say so in the docs).
+//! Counting: the goroutine's depth (Go's nested `lockedExt`) lives in its
+//! goroutine context (`coro`). A goroutine that ends while locked releases
+//! its M (Go instead exits the thread, since its state may have been
+//! changed; we keep it: the docs say so). At shutdown a locked goroutine is
+//! cancelled like any other (teardown, on whichever thread runs it; one
+//! handed to its M as the M exits, by that M).
 
 use super::context;
+use super::machine::{Machine, MachineCtx};
 use super::status;
+use super::task::Task;
+use std::sync::atomic::Ordering::Relaxed;
+
+use crate::loom::sync::atomic::Ordering::Acquire;
+use std::sync::Arc;
 
 /// The calling goroutine (`in_goroutine`, checked by the caller) takes the
-/// M lock: homes it here if it is a migratable goroutine, and counts it.
+/// M lock at depth 1: locks it to this M.
 pub(crate) fn lock_current() {
     let Some(ctx) = context::current() else {
         return;
@@ -42,78 +54,84 @@ pub(crate) fn lock_current() {
     // alive by the run-queue reference `execute` holds across the poll; we
     // are that poll.
     let header = unsafe { g.as_ref() };
-    if header.home_here().is_none() {
-        // A migratable goroutine: home it on this M for the rest of its life
-        // (written during its own poll: no waker reads `home` while it runs,
-        // and the poll's end orders this write before any later ready).
-        ctx.m
-            .homed
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // Under the task's owned-list shard lock: an exiting M's
-        // `cancel_homed` reads `home` of linked tasks under it.
-        ctx.shared.owned.under_shard_lock(header.id, || {
-            // SAFETY: as above; we are the task's poll, and the shard lock
-            // orders this write with `is_homed_on`'s read.
-            unsafe { header.set_home_running(ctx.m.clone()) }
-        });
-    }
-    ctx.locked.set(ctx.locked.get() + 1);
-    #[cfg(not(loom))]
-    ctx.m
-        .locked_hint
-        .store(true, std::sync::atomic::Ordering::Relaxed);
+    debug_assert!(ctx.lockedg.get().is_none_or(|l| l == g));
+    // SAFETY: we are the task's running poll (`Header::set_lockedm`).
+    unsafe { header.set_lockedm(Some(ctx.m.clone())) };
+    ctx.lockedg.set(Some(g));
+    ctx.m.locked.store(true, Relaxed);
 }
 
-/// The calling goroutine released its last lock (or ended holding one).
+/// The calling goroutine released its last lock, or is cancelled or ends
+/// holding one: unlock it from its M. Off its M (a cancellation unwinding
+/// it elsewhere) there is nothing to clear: its M has stopped and the
+/// header's M goes when the task completes.
 pub(crate) fn unlock_current() {
-    if let Some(ctx) = context::current() {
-        let n = ctx.locked.get();
-        debug_assert!(n > 0, "M lock count underflow");
-        ctx.locked.set(n.saturating_sub(1));
-        #[cfg(not(loom))]
-        if n <= 1 {
-            ctx.m
-                .locked_hint
-                .store(false, std::sync::atomic::Ordering::Relaxed);
-        }
+    let Some(ctx) = context::current() else {
+        return;
+    };
+    let Some(g) = ctx.running.get() else {
+        return;
+    };
+    if ctx.lockedg.get() != Some(g) {
+        return;
     }
+    ctx.lockedg.set(None);
+    ctx.m.locked.store(false, Relaxed);
+    // SAFETY: as in `lock_current`: `running` is our own live poll.
+    unsafe { g.as_ref().set_lockedm(None) };
 }
 
-impl super::machine::MachineCtx {
-    /// `find_runnable` for a locked M: only homed work. Returns the task to
-    /// run, or `None` after giving the P away and parking (the caller loops).
-    pub(super) fn find_locked(&self) -> Option<(super::task::Task, bool)> {
+impl MachineCtx {
+    /// Whether this M is locked to a goroutine.
+    #[inline]
+    pub(super) fn is_locked(&self) -> bool {
+        self.lockedg.get().is_some()
+    }
+
+    /// Go's `stoplockedm`, for a locked M whose goroutine is not running:
+    /// give the P away and park until `startlockedm` hands us a P with our
+    /// goroutine, which is returned to run. `None` at shutdown (the caller
+    /// loops and exits).
+    pub(super) fn stoplockedm(&self) -> Option<Task> {
         let shared = &*self.shared;
-        if self.has_homed_work() {
-            let Some(pi) = self.p.get() else {
-                self.wait_for_p();
-                return None; // loop: with a P (or shutting down)
-            };
-            self.stop_spinning();
-            let p = &shared.procs[pi];
-            // sysmon's requests and placement find the M of a P here.
-            p.set_owner(&self.m);
-            self.run_timers(p);
-            if p.has_work() || (shared.global_len() > 0 && shared.idle_ps() == 0) {
-                // Movable work waits on our P (a G our goroutine spawned or
-                // readied, or the global queue with no idle P to take it):
-                // this M may not run it, so the P goes to an M that may, and
-                // we queue for a P for our own (Go hands the P over whenever
-                // the locked G is not the one running).
+        loop {
+            if let Some((pi, _)) = self.m.take_nextp() {
+                // (A P of our own too, if the goroutine was queued and
+                // handed back before we gave ours away.)
                 self.hand_off_own_p();
-                self.wait_for_p();
+                self.p.set(Some(pi));
+                self.proc_of(pi).set_owner(&self.m);
+                let t = self.m.take_lockedg();
+                debug_assert!(
+                    t.is_some(),
+                    "a P handed to a locked M comes with its goroutine"
+                );
+                if let Some(t) = t {
+                    return Some(t);
+                }
+                continue;
+            }
+            if shared.shutdown.load(Acquire) {
                 return None;
             }
-            return self.take_homed();
+            self.hand_off_own_p();
+            super::preempt::clear(&self.m);
+            self.m
+                .parker
+                .wait(|| shared.shutdown.load(Acquire) || self.m.has_nextp());
         }
-        // Nothing of ours to run: the P goes to whoever should have it (Go's
-        // `stoplockedm` → `handoffp`), and we wait for our goroutines.
-        self.hand_off_own_p();
-        super::preempt::clear(&self.m);
-        self.m.parker.wait(|| {
-            shared.shutdown.load(std::sync::atomic::Ordering::Acquire) || self.has_homed_work()
-        });
-        None
+    }
+
+    /// Go's `startlockedm`: `task` is locked to `m`, another M, which only
+    /// may run it: hand it to `m` with our P, and go on P-less (the caller
+    /// loops: an idle P, or park).
+    pub(super) fn startlockedm(&self, task: Task, m: &Arc<Machine>) {
+        let pi = self.p.take().expect("startlockedm without a P");
+        self.stop_spinning();
+        m.put_lockedg(task);
+        // Stays RUNNING: handed over, as `startm` hands a P.
+        self.proc_of(pi).set_owner(m);
+        m.start(pi, false);
     }
 
     /// Give the P we hold (if any) to whoever should have it (`handoffp`).
@@ -126,9 +144,7 @@ impl super::machine::MachineCtx {
         }
     }
 
-    /// Whether this M is locked to one of its goroutines.
-    #[inline]
-    pub(super) fn is_locked(&self) -> bool {
-        self.locked.get() > 0
+    fn proc_of(&self, pi: usize) -> &super::processor::Processor {
+        &self.shared.procs[pi]
     }
 }

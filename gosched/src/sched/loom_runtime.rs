@@ -52,7 +52,6 @@ fn runtime_with(procs: usize, max_threads: usize) -> Arc<Shared> {
         stack_size: 0,
         max_threads,
         name: "loom".into(),
-        migrate_goroutines: false,
         sysmon: false,
         deadlock_detection: false,
         virtual_time: false,
@@ -92,48 +91,53 @@ fn foreign_wake_races_the_last_m_parking() {
     model(1, || foreign_wake(runtime_with(1, 2)));
 }
 
-/// The thread rule (`machine.rs`): a task pinned to the M where it first ran,
-/// woken by a foreign thread, goes to that M's inbox and wakes its parker; the
-/// M — parked on the idle list, as the timer sleeper, or about
-/// to park — must leave its park, get a P and run it.
+/// `lock_os_thread` (`lockos.rs`): a task that locks its M in its first poll
+/// and parks, woken by a foreign thread. Its M gives its P away and parks
+/// (`stoplockedm`); whichever M takes the task off a queue hands it back
+/// with a P (`startlockedm`), and it runs again on the same M — whether the
+/// wake lands during the first poll or after the M parked.
 #[test]
-fn foreign_wake_of_a_homed_task() {
-    model(PREEMPTIONS, || foreign_wake_pinned(runtime(), true));
+fn foreign_wake_of_a_locked_task() {
+    model(PREEMPTIONS, || foreign_wake_locked(runtime(), true));
 }
 
-/// The same on one P and two Ms with a preemption: the inbox push and parker
-/// token race every step of the home M's way to its park.
+/// The same on one P with a preemption: the slot, `nextp` and the parker
+/// token race every step of the locked M's way to its park. Three Ms: the
+/// locked one parks on no list, so a wake that finds the other on its way
+/// to the idle list starts a third (Go's `startm` → `newm`; a cap of two
+/// would strand it, as the cap does on purpose elsewhere).
 #[test]
-fn foreign_wake_of_a_homed_task_races_its_m_parking() {
-    model(1, || foreign_wake_pinned(runtime_with(1, 2), true));
+fn foreign_wake_of_a_locked_task_races_its_m_parking() {
+    model(1, || foreign_wake_locked(runtime_with(1, 3), true));
 }
 
 fn foreign_wake(rt: Arc<Shared>) {
-    foreign_wake_pinned(rt, false)
+    foreign_wake_locked(rt, false)
 }
 
-fn foreign_wake_pinned(rt: Arc<Shared>, pinned: bool) {
+fn foreign_wake_locked(rt: Arc<Shared>, locked: bool) {
     {
         let enter = EnterGuard::new(&rt);
         let slot: Arc<Mutex<Option<Waker>>> = Arc::new(Mutex::new(None));
         let parked_note = Arc::new(Notify::new());
         let (s, n) = (slot.clone(), parked_note.clone());
         let mut parked = false;
-        let home: Arc<Mutex<Option<thread::ThreadId>>> = Arc::new(Mutex::new(None));
-        let h2 = home.clone();
+        let mut first: Option<thread::ThreadId> = None;
         let h = rt.spawn_with_id(
             |_| {
                 poll_fn(move |cx| {
-                    // A pinned task runs on one M (loom thread) only.
                     let me = thread::current().id();
-                    let mut h = h2.lock().unwrap();
-                    if pinned {
-                        assert!(h.is_none_or(|t| t == me), "a pinned task changed M");
-                    }
-                    *h = Some(me);
-                    drop(h);
                     if parked {
+                        if locked {
+                            // A locked task runs on its M (loom thread) only.
+                            assert_eq!(first, Some(me), "a locked task changed M");
+                            super::lockos::unlock_current();
+                        }
                         return Poll::Ready(7);
+                    }
+                    first = Some(me);
+                    if locked {
+                        super::lockos::lock_current();
                     }
                     parked = true;
                     *s.lock().unwrap() = Some(cx.waker().clone());
@@ -142,8 +146,7 @@ fn foreign_wake_pinned(rt: Arc<Shared>, pinned: bool) {
                 })
             },
             super::task::SpawnInfo {
-                pinned,
-                goroutine: pinned,
+                goroutine: false,
                 site: std::panic::Location::caller(),
                 named: false,
             },
@@ -388,92 +391,5 @@ fn hand_off_to_idle_races_an_m_parking() {
         sysmon.join().unwrap();
         drop(enter);
         shutdown(rt);
-    });
-}
-
-/// A pinned goroutine that has not run yet (an `async { 7 }` in its place),
-/// for the models of placement's adoptions.
-fn unstarted_goroutine(rt: &Arc<Shared>) -> (super::task::Task, super::task::JoinHandle<i32>) {
-    let info = super::task::SpawnInfo {
-        pinned: true,
-        goroutine: true,
-        site: std::panic::Location::caller(),
-        named: false,
-    };
-    super::task::new_task(async { 7 }, 1, info, rt.clone())
-}
-
-/// A goroutine alone on its M about to block in place (`syscall.rs`,
-/// `block_alone`) races a placement that adopts a goroutine onto that M:
-/// either the adoption lands first and the caller sees it (it hands its
-/// call off instead of blocking the M), or the caller shuts the door first
-/// and the adoption is refused (the spawner starts it elsewhere) — never a
-/// goroutine adopted onto an M that then blocks for the whole call. Once
-/// the call is over, adoptions land again.
-#[test]
-fn adopt_races_a_goroutine_blocking_alone() {
-    model(2, || {
-        let rt = runtime();
-        let m = Arc::new(super::machine::Machine::new());
-        let (task, handle) = unstarted_goroutine(&rt);
-        let m2 = m.clone();
-        // The caller is migratable here (`own` 0): nothing else homed.
-        let caller = thread::spawn(move || m2.begin_blocking(0));
-        let adopted = m.adopt(task);
-        let blocking = caller.join().unwrap();
-        assert_ne!(adopted.is_ok(), blocking, "adopted onto an M blocked alone");
-        let task = match adopted {
-            Ok(()) => {
-                let mut queued = m.close_inbox();
-                assert_eq!(queued.len(), 1, "the adopted goroutine is in the inbox");
-                queued.pop().unwrap()
-            }
-            Err(task) => {
-                m.end_blocking();
-                // The call is over: the door is open again.
-                let again = m.adopt(task);
-                assert!(again.is_ok(), "refused after the call");
-                let mut queued = m.close_inbox();
-                queued.pop().unwrap()
-            }
-        };
-        task.shutdown();
-        assert!(block_on_thread(handle).is_err(), "cancelled, never run");
-        drop(rt);
-    });
-}
-
-/// An M retiring ("Idle Ms exit", `machine.rs`) races a placement that
-/// adopts a goroutine onto it through a stale `Processor::owner`: either
-/// the goroutine lands in the inbox and the M stays (it has a goroutine
-/// homed now), or the M retires and the adoption is refused (the spawner
-/// starts it itself) — never a goroutine in the inbox of an M whose thread
-/// is gone.
-#[test]
-fn adopt_races_an_m_retiring() {
-    model(2, || {
-        let rt = runtime();
-        let m = Arc::new(super::machine::Machine::new());
-        let (task, handle) = unstarted_goroutine(&rt);
-        let m2 = m.clone();
-        let retirer = thread::spawn(move || m2.retire_if_unused());
-        let adopted = m.adopt(task);
-        let retired = retirer.join().unwrap();
-        assert_ne!(adopted.is_ok(), retired, "adopted by an M that retired");
-        match adopted {
-            Ok(()) => {
-                let queued = m.close_inbox();
-                assert_eq!(queued.len(), 1, "the adopted goroutine is in the inbox");
-                queued.into_iter().for_each(super::task::Task::shutdown);
-            }
-            Err(task) => task.shutdown(),
-        }
-        assert!(block_on_thread(handle).is_err(), "cancelled, never run");
-        assert_eq!(
-            m.homed.load(std::sync::atomic::Ordering::Relaxed),
-            0,
-            "the cancelled goroutine is no longer counted on the M"
-        );
-        drop(rt);
     });
 }

@@ -8,8 +8,7 @@
 //! | `runq.rs` | a P's lock-free 256-slot ring (loom-modelled) |
 //! | `processor.rs` | P: runq + `runnext` + timers + caches |
 //! | `status.rs` | the P status word: who owns a P, who may move it |
-//! | `machine.rs` | M: the schedule loop, `find_runnable`, stealing, parking |
-//! | `affinity.rs` | pulling a preempted M onto this core (its CPU affinity, restored at its next schedule) |
+//! | `machine/` | M: the schedule loop and one poll (`mod.rs`), `find_runnable` and stealing (`findrunnable.rs`), parking, the timer sleeper, idle Ms exiting (`stopm.rs`) |
 //! | `ready.rs` | the ready path: `spawn`/`ready` into `runnext`, the wake policy |
 //! | `sysmon.rs` | sysmon: retakes Ps from slow syscalls and long polls, asks long slices to yield, watches `runnext` |
 //! | `preempt.rs` | preemption requests: how a long slice is asked to yield, and where it does |
@@ -19,7 +18,7 @@
 //! | `context.rs` | which runtime/M/P the calling thread belongs to; the global runtime |
 //! | `fault.rs` | a panic in user code the scheduler calls (wakers): caught and reported |
 //! | `syscall.rs` | a blocking call made in place: the M's `in_call`, the P stays USER |
-//! | `lockos.rs` | `lock_os_thread`: a locked M runs only its homed goroutines and gives its P away while they park |
+//! | `lockos.rs` | `lock_os_thread`: a locked goroutine runs only on its M, which runs nothing else (`stoplockedm`/`startlockedm`) |
 //! | `procresize.rs` | `set_procs`: Ps made live or DEAD on a running runtime |
 //! | `cgroup.rs` | the default procs from the cgroup CPU quota |
 //! | `checkdead.rs` | deadlock detection: "all goroutines are asleep", only when certain |
@@ -34,8 +33,6 @@
 //! `self: &Arc<Self>` receivers); everything inside it uses the `crate::loom`
 //! shim, so loom models every atomic, lock, thread and park of the scheduler.
 
-#[cfg(not(loom))]
-pub(crate) mod affinity;
 pub(crate) mod alloc;
 #[cfg(not(loom))]
 pub(crate) mod blocking;
@@ -121,16 +118,6 @@ pub(crate) struct Shared {
     /// Ms that hold a P and look for work; changed only through `idle.rs`'s
     /// methods (SeqCst RMWs: half of the lost-wake-up protocol).
     nmspinning: AtomicUsize,
-    /// When the M first in line on the want-P list started waiting (ns;
-    /// 0: the list is empty). Written under `sched`, read without it by Ms
-    /// holding a P, which give theirs up once it is older than `M_SLICE`
-    /// (`machine.rs`, "Ms take turns"). A hint: std atomic, outside loom's
-    /// model (the hand-over itself happens under the lock).
-    pub(crate) want_p_since: std::sync::atomic::AtomicU64,
-    /// When a push into an M's inbox last woke that M from its park (ns,
-    /// `now_ns`): for `homed_spin`, which counts such an M as busy for a
-    /// moment. A hint: std atomic, outside loom's model.
-    pub(crate) homed_wake_ns: std::sync::atomic::AtomicU64,
     /// Tasks that have parked at least once (shutdown cancels them).
     pub(crate) owned: OwnedTasks,
     /// This runtime's goroutine stacks (P caches refill from it). Not under
@@ -177,9 +164,9 @@ pub(crate) struct Shared {
     pub(crate) mseq: AtomicUsize,
     /// Join handles of the M threads, joined by `runtime::shutdown`.
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
-    /// Every `Machine` ever made (teardown drains their inboxes of homed
-    /// tasks); retired ones are reused, so this is as long as the most Ms
-    /// ever live at once.
+    /// Every `Machine` ever made (`Processor::owner` points into it);
+    /// retired ones are reused, so this is as long as the most Ms ever live
+    /// at once.
     pub(crate) machines: Mutex<Vec<Arc<Machine>>>,
     /// Names of the live named goroutines, by id (the dump; a side table so
     /// that unnamed tasks' headers stay small).
@@ -246,8 +233,6 @@ impl Shared {
             global_takes: std::sync::atomic::AtomicUsize::new(0),
             npidle: AtomicUsize::new(n),
             nmspinning: AtomicUsize::new(0),
-            want_p_since: std::sync::atomic::AtomicU64::new(0),
-            homed_wake_ns: std::sync::atomic::AtomicU64::new(0),
             owned: OwnedTasks::new(cap),
             #[cfg(not(loom))]
             stacks: {

@@ -77,14 +77,6 @@ impl OwnedTasks {
         &self.shards[(id & self.mask) as usize]
     }
 
-    /// Run `f` under the shard lock of the task with id `id` (for a write
-    /// that `take_where`'s predicate reads under that lock).
-    #[cfg_attr(loom, allow(dead_code))]
-    pub(crate) fn under_shard_lock<R>(&self, id: u64, f: impl FnOnce() -> R) -> R {
-        let _guard = lock(self.shard(id));
-        f()
-    }
-
     /// Link a task (taking over the reference in `task`). Gives it back if the
     /// list is closed (the runtime shut down).
     pub(crate) fn insert(&self, task: Task) -> Result<(), Task> {
@@ -128,35 +120,6 @@ impl OwnedTasks {
         for s in self.shards.iter() {
             drop(lock(s));
         }
-    }
-
-    /// Unlink every task `pred` selects, handing over the list's references
-    /// (shutdown: an M takes the goroutines homed on it, to cancel them on
-    /// its own thread). `pred` runs under a shard lock and must not block.
-    /// The caller must be the only thread that may run the selected tasks
-    /// (so none holds RUNNING and reads `owned_linked` meanwhile).
-    pub(crate) fn take_where(&self, pred: impl Fn(&Header) -> bool) -> Vec<Task> {
-        let mut taken = Vec::new();
-        for s in self.shards.iter() {
-            let mut list = lock(s);
-            let mut cur = list.head;
-            while let Some(ptr) = cur {
-                // SAFETY: under the lock every linked task is alive (the list
-                // holds a reference) and its links are ours to read and write.
-                unsafe {
-                    let h = ptr.as_ref();
-                    cur = h.owned_next.with(|n| *n);
-                    if !pred(h) {
-                        continue;
-                    }
-                    list.unlink(ptr);
-                    // Nobody holds RUNNING (the caller's obligation).
-                    h.owned_linked.with_mut(|l| *l = false);
-                    taken.push(Task::from_raw(ptr));
-                }
-            }
-        }
-        taken
     }
 
     /// Call `f` on every linked task, shard by shard under the shard lock

@@ -50,11 +50,11 @@ pub(crate) struct Processor {
     pub(crate) syscalltick: AtomicU32,
     pub(crate) eager: AtomicU32,
     /// A netpoll batch is being made runnable on this P (`Shared::inject`):
-    /// 0 when not, else 1 + the tasks queued so far (on this P or, homed,
-    /// on its M's local queue). Owner only (Relaxed).
+    /// 0 when not, else 1 + the tasks queued so far on this P. Owner only
+    /// (Relaxed).
     pub(crate) inject: AtomicU32,
-    /// The M that last ran a task on this P (written by that M; read by Ms
-    /// placing new goroutines, `machine.rs` "The thread rule"). Points into
+    /// The M that last ran a task on this P (written by that M; read by
+    /// sysmon, thieves and stats). Points into
     /// `Shared::machines`, which keeps every `Machine` alive for the
     /// runtime's life (a retired M's is reused by a later thread: "Idle Ms
     /// exit"), so it is always safe to read, if perhaps stale.

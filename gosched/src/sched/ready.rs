@@ -33,7 +33,6 @@ use std::future::Future;
 use std::ptr;
 
 use super::context::with_current_p;
-use super::machine::Machine;
 use super::processor::{Processor, ID_BATCH};
 use super::task::{self, Header, JoinHandle, Task};
 use super::Shared;
@@ -44,9 +43,7 @@ impl Shared {
     // ---- putting the G somewhere -------------------------------------------------
 
     /// Spawn a task; `make` builds its future from its id. The new G goes to the
-    /// current P's `runnext` (Go's `newproc`), then the wake policy. `pinned`: a
-    /// goroutine that will stay on the M where it first runs (see `machine.rs`,
-    /// "The thread rule"); until then it is queued and stolen like any task.
+    /// current P's `runnext` (Go's `newproc`), then the wake policy.
     pub(crate) fn spawn_with_id<F>(
         self: &Arc<Self>,
         make: impl FnOnce(u64) -> F,
@@ -132,32 +129,6 @@ impl Shared {
         if crate::trace::on() {
             self.trace_unblock(&task);
         }
-        if let Some(home) = task.home() {
-            // A started goroutine: only its own M may run it ("The thread
-            // rule", `machine.rs`).
-            let home: *const Machine = Arc::as_ptr(home);
-            let ctx = super::context::current();
-            match ctx {
-                Some(ctx) if ptr::eq(Arc::as_ptr(&ctx.m), home) => ctx.ready_homed_here(task),
-                _ => {
-                    let g = task.raw();
-                    // SAFETY: every M of this runtime stays in `self.machines`
-                    // (an `Arc`) for the runtime's life, and `self` is alive.
-                    let home = unsafe { &*home };
-                    if home.push_remote(task) {
-                        // Woken from its park: `homed_spin`'s hint.
-                        self.homed_wake_ns.store(super::timers::now_ns(), Relaxed);
-                    }
-                    // Readied from another M of ours: where its P may go
-                    // when this poll ends ("Hand-off to the readied
-                    // goroutine's M", `machine.rs`).
-                    if let Some(ctx) = ctx.filter(|c| ptr::eq(Arc::as_ptr(&c.shared), self)) {
-                        ctx.readied_elsewhere(home, g);
-                    }
-                }
-            }
-            return;
-        }
         let put = with_current_p(self, |p| match p {
             Some(p) if p.injecting() => {
                 // SAFETY: owner of `p` (RUNNING).
@@ -189,14 +160,12 @@ impl Shared {
 
     /// Go's `injectglist`: wake what one netpoll made ready, as one batch.
     /// With `p` (the polling M's P, owned): the tasks readied onto it go to
-    /// its run queue's tail in the order the events came (goroutines homed
-    /// on this M to its local queue's tail), with no `runnext` displacement
-    /// and no wake-up each; then, if more than the one this M runs next
-    /// landed here and the P's queue has some (homed ones only this M may
-    /// run), one `wakep` — the spinning M steals half and, as it
+    /// its run queue's tail in the order the events came, with no `runnext`
+    /// displacement and no wake-up each; then, if more than the one this M
+    /// runs next landed here and the P's queue has some, one `wakep` — the spinning M steals half and, as it
     /// finds work, wakes the next (`resetspinning`), so idle Ps fan out one
     /// M at a time as in Go. Without a P (the timer sleeper, sysmon) each
-    /// goes to the global queue, or its home M, with Go's wake each (after
+    /// goes to the global queue, with Go's wake each (after
     /// the first, a spinner exists and the wake is a few loads).
     pub(crate) fn inject(&self, ready: Vec<std::task::Waker>, p: Option<&Processor>) {
         match p {

@@ -2,9 +2,9 @@
 //!
 //! `begin_shutdown` sets `Shared::shutdown` and wakes every parked M (idle list,
 //! timer sleeper) and sysmon; each M sees the flag at the top of
-//! `find_runnable`, gives its P back, cancels the goroutines homed on it on its
-//! own thread (`cancel_homed`, "The thread rule" in `machine.rs`) and exits
-//! (`runtime::shutdown` waits for `live_ms` to reach 0). Then `teardown`, on the dropping thread, with no M
+//! `find_runnable`, gives its P back and exits (`runtime::shutdown` waits for
+//! `live_ms` to reach 0; a locked goroutine handed to its M meanwhile is
+//! cancelled by that M, or by teardown if the M was gone). Then `teardown`, on the dropping thread, with no M
 //! left: it closes the owned list and the global queue, so that from here on a
 //! task pushed to the global queue (a wake from a foreign thread, a spawn) is
 //! cancelled by whoever pushes it, and a task reaching its first park is
@@ -90,10 +90,10 @@ impl Shared {
         for p in self.procs.iter() {
             p.drain().into_iter().for_each(Task::shutdown);
         }
-        // Homed goroutines that were runnable when their M exited.
+        // Locked goroutines handed to their M as it exited.
         let machines: Vec<_> = lock(&self.machines).clone();
         for m in machines {
-            m.close_inbox().into_iter().for_each(Task::shutdown);
+            m.take_lockedg().into_iter().for_each(Task::shutdown);
         }
         // Cancelling runs destructors (goroutine stacks unwind), which may wake
         // or spawn: those are cancelled on the spot (closed queue), so one pass

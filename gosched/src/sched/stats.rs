@@ -244,14 +244,14 @@ pub struct Stats {
     pub procs: usize,
     pub idle_procs: usize,
     /// OS threads running Ms, Ms parked on the idle list, Ms spinning for
-    /// work, and P-less Ms whose goroutines wait for a P.
+    /// work, and Ms locked to a goroutine (`lock_os_thread`).
     pub threads: usize,
     pub idle_threads: usize,
     pub spinning_threads: usize,
-    pub threads_waiting_for_p: usize,
+    pub locked_threads: usize,
     /// Goroutines and async tasks alive; of those, queued to run (global
-    /// queue, run queues, `runnext`s, Ms' inboxes: at most `live`), in a
-    /// poll now, and the rest (parked, or runnable in an M's own queue).
+    /// queue, run queues and `runnext`s: at most `live`), in a poll now, and
+    /// the rest (parked, or on their way to a locked M).
     pub live: usize,
     pub runnable: usize,
     pub running: usize,
@@ -304,19 +304,18 @@ impl Shared {
                 completed: p.completed.load(Relaxed),
             })
             .collect();
-        let (idle_threads, waiting_for_p) = {
-            let s = lock(&self.sched);
-            (s.idle_ms(), Shared::want_p_len(&s))
-        };
-        let inboxes: usize = lock(&self.machines).iter().map(|m| m.inbox_len()).sum();
+        let idle_threads = lock(&self.sched).idle_ms();
+        let locked_threads = lock(&self.machines)
+            .iter()
+            .filter(|m| m.locked.load(Relaxed))
+            .count();
         let global_queue = self.global_len();
         let live = self.live_tasks();
         let queued = per_proc
             .iter()
             .map(|p| p.runq + usize::from(p.runnext))
             .sum::<usize>()
-            + global_queue
-            + inboxes;
+            + global_queue;
         let runnable = queued.min(live);
         let running = per_proc
             .iter()
@@ -332,7 +331,7 @@ impl Shared {
             threads: self.nthreads.load(Relaxed),
             idle_threads,
             spinning_threads: self.spinning_ms(),
-            threads_waiting_for_p: waiting_for_p,
+            locked_threads,
             live,
             runnable,
             running,
@@ -387,14 +386,14 @@ impl Shared {
         let _ = writeln!(
             out,
             " live={} runnable={} running={} parked={} insyscall={} blockingcalls={} \
-             waitingforp={}",
+             lockedthreads={}",
             s.live,
             s.runnable,
             s.running,
             s.parked,
             s.in_syscall,
             s.blocking_calls,
-            s.threads_waiting_for_p
+            s.locked_threads
         );
         let machines = lock(&self.machines).clone();
         let m_index = |m: *const super::machine::Machine| {
@@ -441,10 +440,9 @@ impl Shared {
             });
             let _ = writeln!(
                 out,
-                "  M{i}: p={} homed={} inbox={} retired={}",
+                "  M{i}: p={} locked={} retired={}",
                 held.map_or("nil".to_string(), |p| p.id.to_string()),
-                m.homed.load(Relaxed),
-                m.inbox_len(),
+                m.locked.load(Relaxed),
                 m.is_retired()
             );
         }

@@ -1,5 +1,5 @@
-//! A blocking call made in place (`gosched::syscall` when it does not hand the
-//! call off, `coro/syscall.rs`; `gosched::syscall_local` always): run it on
+//! A blocking call made in place (`gosched::syscall` and
+//! `gosched::syscall_local` from a goroutine, `coro/syscall.rs`): run it on
 //! the calling M without pretending it is scheduler work.
 //!
 //! Protocol (Go's `entersyscall` / `exitsyscall`; `status.rs`, "Calls in
@@ -11,9 +11,10 @@
 //! P to another M (`sysmon.rs`, item 1). Then, as Go's `exitsyscall` slow
 //! path: the M takes an idle P if there is one and goes on with the poll on
 //! it (`MachineCtx::lost_p_in_poll`); else it is P-less for the rest of the
-//! poll — a goroutine yields at once (`coro/syscall.rs`), so it waits for a
-//! P with its M on the want-P list, and an async task finishes its poll
-//! P-less, after which the M looks for an idle P or parks (`machine.rs`).
+//! poll — a goroutine yields at once (`coro/syscall.rs`), so it waits on the
+//! global queue for a P (as Go's `exitsyscall` queues it), and an async task
+//! finishes its poll P-less, after which the M looks for an idle P or parks
+//! (`machine.rs`).
 //!
 //! The call's own runtime calls go P-less (`with_current_p` checks
 //! `in_syscall`): sysmon may retake the P at any moment, and a call of our
@@ -139,34 +140,4 @@ pub(crate) fn in_place_blocking<R>(f: impl FnOnce() -> R) -> R {
 /// no idle P was free when the M noticed).
 pub(crate) fn lost_p_in_poll() -> bool {
     context::current().is_some_and(|ctx| ctx.in_poll.get() && ctx.p.get().is_none())
-}
-
-/// Goroutines homed on the calling M (0 off our Ms): what a blocking call
-/// made in place would hold up.
-pub(crate) fn homed_on_this_m() -> usize {
-    context::current().map_or(0, |ctx| ctx.homed_here())
-}
-
-/// `block_alone`'s guard: adoptions onto this M are refused until it drops
-/// (at the end of the call, also when `f` panics).
-pub(crate) struct BlockingAlone(std::sync::Arc<super::machine::Machine>);
-
-impl Drop for BlockingAlone {
-    fn drop(&mut self) {
-        self.0.end_blocking();
-    }
-}
-
-/// A pinned goroutine alone on its M (`own`: 1, itself) is about to block
-/// in place with its P given away: no goroutine may be placed on this M
-/// until the call returns (placement sends new goroutines to the Ms of
-/// other Ps that hold few, and one adopted between the caller's look at
-/// `homed_on_this_m` and the call waited for the whole call:
-/// `tests/sysmon.rs` `counter_progresses_beside_blocking_syscalls`, 1 run
-/// in 15). `None` if a goroutine was homed here meanwhile: hand the call
-/// off instead.
-pub(crate) fn block_alone(own: usize) -> Option<BlockingAlone> {
-    context::current()
-        .filter(|ctx| ctx.m.begin_blocking(own))
-        .map(|ctx| BlockingAlone(ctx.m.clone()))
 }

@@ -15,14 +15,11 @@
 //!    runtime call (`preempt.rs`). If one poll (`execs` unchanged) has run
 //!    for `RETAKE_AFTER`, has not yielded within `RETAKE_GRACE` of the
 //!    request, and the P is needed elsewhere (queued work, due
-//!    timers, global work with no idle P, an M with homed work waiting for a
-//!    P), sysmon retakes it (CAS USER → RETAKEN) and hands it off: the hog
+//!    timers, global work with no idle P), sysmon retakes it (CAS USER → RETAKEN) and hands it off: the hog
 //!    keeps its OS thread, the OS time-slices it with the others, and the
 //!    rest of the queue runs on another M. The hog's M finds out at its next
 //!    runtime call or when the poll returns (its CAS compares the generation:
-//!    `status.rs`) and behaves as after a syscall. Goroutines homed on the
-//!    hog's M stay there ("The thread rule"): they wait for its next
-//!    runtime call.
+//!    `status.rs`) and behaves as after a syscall.
 //! 3. **A G stuck in a running P's `runnext`** (the runnext watcher of
 //!    `ready.rs`, folded in here): a P whose `runnext` shows the same G at the
 //!    same `execs` at two looks has kept a readied G waiting behind a poll
@@ -549,8 +546,8 @@ impl Shared {
     /// Is P `pi` (held in one long poll) needed elsewhere? Work that waits
     /// for it: queued in its ring with nobody taking from it since the last
     /// look, the same G in its `runnext` as at the last look, due timers,
-    /// global work with no idle P that nobody took from since the last look,
-    /// or an M with homed work waiting for a P. Queued work that other Ms
+    /// or global work with no idle P that nobody took from since the last
+    /// look. Queued work that other Ms
     /// steal as fast as it comes (a task spawning a million short ones in one
     /// long poll: W1 async) does not need the P; handing it off there only
     /// put a third thread on two cores and sent every later spawn through
@@ -566,14 +563,11 @@ impl Shared {
         if self.idle_ps() != 0 {
             return false;
         }
-        let global_waits =
-            self.global_len() > 0 && self.global_takes.load(Relaxed) == rec.global_taken;
-        global_waits || Shared::want_p_len(&lock(&self.sched)) != 0
+        self.global_len() > 0 && self.global_takes.load(Relaxed) == rec.global_taken
     }
 
     /// Hand P `pi`, which the caller retook (RETAKEN), to whoever should have
-    /// it (Go's `handoffp`): an M with homed work waiting for a P first; an M
-    /// to run its queued work, due timers or the global queue's; a spinning
+    /// it (Go's `handoffp`): an M to run its queued work, due timers or the global queue's; a spinning
     /// M if nobody spins and no P is idle (work may come); else the idle list.
     pub(crate) fn handoffp(&self, pi: usize) {
         let p = &self.procs[pi];
@@ -594,12 +588,8 @@ impl Shared {
             return;
         }
         let work = p.has_work() || self.global_len() > 0 || p.timers.next_when() <= now;
-        let spinning = !work
-            && Shared::want_p_len(&s) == 0
-            && self.spinning_ms() + self.idle_ps() == 0
-            && self.claim_spinner();
-        if Shared::want_p_len(&s) != 0 || !(work || spinning) {
-            // `pidleput` serves a waiting M first, else the P goes idle.
+        let spinning = !work && self.spinning_ms() + self.idle_ps() == 0 && self.claim_spinner();
+        if !(work || spinning) {
             self.pidleput(&mut s, pi);
             drop(s);
             let when = p.timers.next_when();

@@ -20,8 +20,8 @@
 //! # When it moves
 //!
 //! The runtime is *quiescent* when no P is held (every P idle: nothing
-//! runs, spins or waits for a P), the global queue is empty, no M has
-//! homed goroutines in its inbox, the blocking pool has no call, and the
+//! runs or spins), the global queue is empty, the blocking pool has no
+//! call, and the
 //! busy count (`VirtualClock::busy`) is 0. That count covers what holds no
 //! P: an in-place syscall (`BusyGuard::syscall`, from before the call
 //! until the goroutine has a P again; released by the M instead if the

@@ -232,12 +232,9 @@
 //! arena's top chunk but never trims the top of a thread arena (a C test:
 //! 100,000 48-byte blocks freed and two `malloc_trim`s leave 7 MiB
 //! resident); only a free of a block of 64 KiB or more in that arena
-//! does. Also above the level before the burst, in every run: the Ms'
-//! queues of homed goroutines (the 100,000 readied goroutines went to their
-//! Ms' queues, `VecDeque`s grown to 65,536 slots, about 1.1 MiB). So when a
-//! scavenger run ends, it asks every M to trim (`Shared::heap_trims`,
-//! waking the idle ones): each frees its empty queues' buffers and frees a
-//! 96 KiB block from its own arena (`blocking.rs`, `trim_thread_arena`).
+//! does. So when a scavenger run ends, it asks every M to trim
+//! (`Shared::heap_trims`, waking the idle ones): each frees a 96 KiB block
+//! from its own arena (`blocking.rs`, `trim_thread_arena`).
 //! Since (16 runs, quiet machine): 3.1–3.8 MiB 6 s after the burst (2.4–2.7
 //! before), within 2× from 750–1,000 ms on in all 16; the idle phase 1.0–1.4%
 //! of a core, the Ms' trims 0.1–0.6 ms of it.

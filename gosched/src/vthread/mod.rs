@@ -44,13 +44,9 @@
 //! `Goroutine::poll` (`coro/mod.rs`) installs the goroutine's area before it
 //! resumes the coroutine. `switch` moves the OS thread's state from the area it
 //! replaces into the one it installs, so the installed area always holds it.
-//! - A goroutine that stays on its M (the thread rule) leaves its area installed
-//!   when it suspends: the schedule loop runs on it, and the next goroutine's
-//!   install replaces it (one switch per change of goroutine, none when the same
-//!   one runs again). No other OS thread ever installs that area, so nobody
-//!   writes it while this M's scheduler code uses it.
-//! - A goroutine that may move leaves its area before its poll returns: another
-//!   M may install it as soon as its task is queued again.
+//! - A goroutine leaves its area before its poll returns (`LeaveArea`): it may
+//!   move, and another M may install the area as soon as its task is queued
+//!   again.
 //! - An M goes back to its own thread pointer (`to_host`) before it polls an
 //!   async task and before it exits; a finished or cancelled goroutine's area is
 //!   left before its stack goes back.
@@ -64,8 +60,9 @@
 //!
 //! Linux x86-64 with glibc (layout read at run time, `glibc.rs`). Elsewhere, or
 //! when the probe fails (`unsupported_reason`), goroutines use the OS thread's
-//! thread pointer and the thread rule (`sched/machine.rs`) applies: there the
-//! thread-local patterns above remain unsound.
+//! thread pointer and still move between Ms: there the thread-local patterns
+//! above remain unsound, and so is a thread-local touched before and after a
+//! blocking call (the crate docs, "Where goroutines are not virtual threads").
 
 use std::cell::Cell;
 use std::thread::LocalKey;
@@ -351,9 +348,8 @@ impl Area {
 
     /// Install this area on the calling OS thread and leave it installed
     /// (until `to_host`, `reinstall` or another area's install): the schedule
-    /// loop runs on it after the goroutine suspends. Only for a goroutine no
-    /// other OS thread may run (one that stays on its M), or one left again
-    /// before its task can be polled elsewhere. A no-op when it is installed
+    /// loop may run on it after the goroutine suspends. Only for an area
+    /// left again before its task can be polled elsewhere (`LeaveArea`). A no-op when it is installed
     /// already. Returns the thread pointer it replaced (for `reinstall`).
     ///
     /// # Safety

@@ -55,17 +55,6 @@ pub fn rt(procs: usize) -> gosched::Runtime {
     gosched::Builder::new().procs(procs).build().unwrap()
 }
 
-/// A runtime under the thread rule (`Builder::pin_goroutines`): each
-/// goroutine stays on the M where it first ran. The default only where
-/// goroutines cannot be virtual threads; the tests of its machinery use this.
-pub fn pinned(procs: usize) -> gosched::Runtime {
-    gosched::Builder::new()
-        .procs(procs)
-        .pin_goroutines(true)
-        .build()
-        .unwrap()
-}
-
 /// Counts its drops into the shared counter.
 pub struct DropCounter(pub Arc<AtomicUsize>);
 

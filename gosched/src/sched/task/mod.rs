@@ -20,8 +20,7 @@
 //!   JoinHandle is interested);
 //! - the join waker slot: per the JOIN_WAKER rule in `state.rs`;
 //! - the owned links: only under the owned-list shard lock; `owned_linked` by the
-//!   thread holding RUNNING, or by shutdown under the shard lock (teardown, or
-//!   an exiting M taking the goroutines homed on it: nobody else may run them).
+//!   thread holding RUNNING, or by shutdown under the shard lock (teardown).
 
 use std::alloc::Layout;
 use std::fmt;
@@ -109,25 +108,17 @@ pub(crate) struct Header {
     join_waker: UnsafeCell<Option<Waker>>,
     /// Where it was spawned: for the goroutine dump (`sched/wait.rs`).
     pub(crate) site: &'static std::panic::Location<'static>,
-    /// The M it is pinned to, once it has started (`None` before its first run,
-    /// and always for async tasks and migratable goroutines). Written once, by
-    /// the M about to run it for the first time (it holds the run-queue
-    /// reference, so nobody else reads or writes the task's queueing fields);
-    /// read by whoever readies it later — a wake after a poll, so the write
-    /// happens-before the read through the state word (the poll's
-    /// `transition_to_idle` and the waker's transition).
-    home: UnsafeCell<Option<Arc<Machine>>>,
-    /// How many times placement sent this unstarted goroutine away
-    /// (`place` in `machine.rs`); past `MAX_BOUNCES` the next M to take it
-    /// starts it. Same access rule as `home` (the run-queue reference's
-    /// holder, before the first run).
-    bounced: UnsafeCell<u8>,
+    /// The M this goroutine is locked to (`lock_os_thread`, `sched/lockos.rs`),
+    /// if it holds the lock; `None` for async tasks and unlocked goroutines.
+    /// Written only by the goroutine's own poll (lock and unlock); read by
+    /// that poll, and by the M that takes the task off a run queue to run it
+    /// (`startlockedm`): a read after a poll, so the write happens-before it
+    /// through the state word (the poll's `transition_to_idle` and the
+    /// waker's transition, or the poll's return to its M for `Notified`).
+    lockedm: UnsafeCell<Option<Arc<Machine>>>,
     // The byte-sized fields last, together: scattered between the words
     // they padded the header from 96 to 104 bytes.
     pub(crate) owned_linked: UnsafeCell<bool>,
-    /// A goroutine that stays on the M (OS thread) where it first runs (the
-    /// thread rule, `machine.rs`). Fixed at spawn.
-    pinned: bool,
     /// A goroutine (not an async task). Fixed at spawn.
     pub(crate) goroutine: bool,
     /// A named goroutine: its name is in the scheduler's name table
@@ -136,38 +127,16 @@ pub(crate) struct Header {
 }
 
 impl Header {
-    /// The M this task is pinned to, read by the task's own poll.
-    pub(crate) fn home_here(&self) -> Option<&Arc<Machine>> {
-        // SAFETY: called from the task's own poll (`sched/lockos.rs`): the
-        // only writer of `home` is that poll (or the M before the first run),
-        // so there is no concurrent write.
-        self.home.with(|h| unsafe { (*h).as_ref() })
-    }
-
-    /// Home a started (migratable) goroutine on `m` from its own poll
-    /// (`lock_os_thread`).
+    /// Lock the goroutine to `m` (`Some`) or unlock it (`None`), from its
+    /// own poll.
     ///
     /// # Safety
-    /// The caller is the task's running poll, and the task has no home yet.
-    /// No waker reads `home` while the task runs (a wake during the poll only
-    /// sets NOTIFIED), and the poll's end orders this write before any later
-    /// `ready`.
-    pub(crate) unsafe fn set_home_running(&self, m: Arc<Machine>) {
+    /// The caller is the task's running poll. Nobody else reads `lockedm`
+    /// while the task runs (a wake during the poll only sets NOTIFIED), and
+    /// the poll's end orders this write before any later dequeue.
+    pub(crate) unsafe fn set_lockedm(&self, m: Option<Arc<Machine>>) {
         // SAFETY: the caller's contract.
-        self.home.with_mut(|h| unsafe { *h = Some(m) });
-    }
-
-    /// Whether this task, linked in the owned list, is homed on `m`. Called
-    /// under its shard lock (`OwnedTasks::take_where`).
-    pub(crate) fn is_homed_on(&self, m: &Arc<Machine>) -> bool {
-        // SAFETY: a linked task has parked, so it has run: `home` was written
-        // before its first run by the M that then ran it and linked it under
-        // this shard lock (which we hold), or by its own poll under this same
-        // lock (`lock_os_thread` homing a migratable goroutine), so the write
-        // happens-before this read.
-        self.home
-            .with(|h| unsafe { (*h).as_ref() })
-            .is_some_and(|h| Arc::ptr_eq(h, m))
+        self.lockedm.with_mut(|h| unsafe { *h = m });
     }
 }
 
@@ -260,58 +229,14 @@ impl Task {
         Task(ptr)
     }
 
-    /// Whether this task stays on the M where it first runs (a goroutine, in
-    /// the default mode).
+    /// The M this goroutine is locked to (`lock_os_thread`), if any: only
+    /// that M may run it.
     #[inline]
-    pub(crate) fn pinned(&self) -> bool {
-        self.header().pinned
-    }
-
-    /// The M this task is pinned to, if it has started.
-    #[inline]
-    pub(crate) fn home(&self) -> Option<&Arc<Machine>> {
-        // SAFETY: `home` is written once, before the first run, by the holder of
-        // the run-queue reference (see `Header::home`); we hold such a
-        // reference now, after that write happened-before (or it was never
-        // written: then nobody writes it concurrently either, since only the
-        // holder of the one run-queue reference may).
-        self.header().home.with(|h| unsafe { (*h).as_ref() })
-    }
-
-    /// Pin a task at its first run to the M `m` that is about to run it.
-    #[inline]
-    pub(crate) fn set_home(&self, m: Arc<Machine>) {
-        debug_assert!(self.pinned() && self.home().is_none());
-        // SAFETY: we hold the run-queue reference and the task has not run yet:
-        // no one else reads or writes `home` now (see `Header::home`).
-        self.header().home.with_mut(|h| unsafe { *h = Some(m) });
-    }
-
-    /// Undo `set_home` of a goroutine that has not run (its M's thread
-    /// could not be started), and uncount it there.
-    pub(crate) fn unhome(&self) {
-        // SAFETY: as `set_home`: we hold the run-queue reference of a task
-        // that has not run.
-        let m = self.header().home.with_mut(|h| unsafe { (*h).take() });
-        if let Some(m) = m {
-            m.homed.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-        }
-    }
-
-    /// Count one more time placement sends this unstarted goroutine away;
-    /// false once it was sent away `max` times (then it should start where
-    /// it is).
-    #[inline]
-    pub(crate) fn bounce(&self, max: u8) -> bool {
-        // SAFETY: as `set_home`: we hold the run-queue reference of a task
-        // that has not run, so nobody else touches its queueing fields.
-        self.header().bounced.with_mut(|b| unsafe {
-            if *b >= max {
-                return false;
-            }
-            *b += 1;
-            true
-        })
+    pub(crate) fn lockedm(&self) -> Option<&Arc<Machine>> {
+        // SAFETY: we hold the run-queue reference, so the task is not
+        // running: its last write of `lockedm` (its own poll) happened-before
+        // (see `Header::lockedm`), and nobody writes it until we run it.
+        self.header().lockedm.with(|h| unsafe { (*h).as_ref() })
     }
 
     /// The task pointer, without giving up the reference.
@@ -350,8 +275,8 @@ impl Task {
     /// reference. The task may still be NOTIFIED in a run queue: that is sound
     /// because shutdown only runs where nobody will schedule the task any more
     /// (teardown after every M exited, a push into the closed global queue, or
-    /// an exiting M cancelling the goroutines homed on it, which no other M
-    /// may run), so the queue entry is only ever dropped, never run.
+    /// an exiting locked M cancelling the goroutine handed to it, which no
+    /// other M may run), so the queue entry is only ever dropped, never run.
     pub(crate) fn shutdown(self) {
         let ptr = self.into_raw();
         // SAFETY: we own a reference.
@@ -391,8 +316,6 @@ pub(crate) unsafe fn drop_ref(ptr: NonNull<Header>) {
 /// What a spawn says about the task it makes.
 #[derive(Clone, Copy)]
 pub(crate) struct SpawnInfo {
-    /// Stays on the M where it first runs (the thread rule).
-    pub(crate) pinned: bool,
     /// A goroutine, not an async task.
     pub(crate) goroutine: bool,
     /// The user's call to `go` / `spawn` (`#[track_caller]`).
@@ -405,7 +328,6 @@ impl SpawnInfo {
     /// An async task spawned at `site`.
     pub(crate) fn task(site: &'static std::panic::Location<'static>) -> Self {
         SpawnInfo {
-            pinned: false,
             goroutine: false,
             site,
             named: false,
@@ -435,13 +357,11 @@ where
             owned_next: UnsafeCell::new(None),
             owned_linked: UnsafeCell::new(false),
             join_waker: UnsafeCell::new(None),
-            pinned: info.pinned,
             goroutine: info.goroutine,
             named: info.named,
             site: info.site,
             wait: std::sync::atomic::AtomicU64::new(0),
-            home: UnsafeCell::new(None),
-            bounced: UnsafeCell::new(0),
+            lockedm: UnsafeCell::new(None),
         },
         scheduler,
         stage: UnsafeCell::new(Stage::Running(future)),
@@ -608,11 +528,10 @@ unsafe fn complete<F: Future, S: Schedule>(
         cell.stage
             .with_mut(|s| unsafe { *s = Stage::Finished(out) })
     }));
-    // One goroutine fewer homed on its M (placement counts them).
-    // SAFETY: RUNNING: `home` is ours to read (see `Header::home`).
-    if let Some(m) = cell.header.home.with(|h| unsafe { (*h).as_ref() }) {
-        m.homed.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-    }
+    // A goroutine that ended (or was cancelled) holding `lock_os_thread`
+    // lets go of its M.
+    // SAFETY: RUNNING: `lockedm` is ours to write (see `Header::lockedm`).
+    drop(cell.header.lockedm.with_mut(|h| unsafe { (*h).take() }));
     // Counted before COMPLETE is published: once a join returns, the task no
     // longer counts in `num_goroutine`.
     cell.scheduler.completed(&cell.header);
