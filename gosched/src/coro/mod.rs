@@ -4,7 +4,7 @@
 //! # How a goroutine runs
 //!
 //! `go(f)` spawns a `Goroutine` future. Its first poll takes a stack (from the
-//! P's cache, else the runtime's pool: `stack.rs`) and creates the coroutine; every
+//! P's cache, else the runtime's pool: `stack/`) and creates the coroutine; every
 //! poll resumes it. Inside, blocking calls (`block_on`, `JoinHandle::join`,
 //! `sleep`, `yield_now`, and channel/lock operations built on them) poll a future
 //! with the goroutine task's own waker; when it is pending they *suspend* the
@@ -51,7 +51,7 @@
 //!
 //! # Stack promises
 //!
-//! `go`/`try_go` promise the goroutine a stack at spawn (`stack.rs`,
+//! `go`/`try_go` promise the goroutine a stack at spawn (`stack/mod.rs`,
 //! "Reservations"): `try_go` returns `SpawnError` when the address space (or
 //! the map budget) is spent, and a goroutine it accepted always gets its
 //! stack at its first run.
@@ -190,7 +190,7 @@ pub(crate) struct Goroutine<F, T> {
     /// Its thread pointer (None where goroutines keep the M's, `vthread`).
     area: Option<crate::vthread::Area>,
     /// The stack pool holding this goroutine's stack promise (made at spawn,
-    /// `stack.rs` "Reservations"), kept until its stack goes back.
+    /// `stack/mod.rs` "Reservations"), kept until its stack goes back.
     pool: u32,
     ctx: GoroutineCtx,
     _pin: PhantomPinned,
@@ -441,7 +441,7 @@ impl<F, T> Drop for Goroutine<F, T> {
 }
 
 /// The stack promised to this goroutine at spawn: it is in this P's cache,
-/// else in the pool (a reservation keeps room there, `stack.rs`).
+/// else in the pool (a reservation keeps room there, `stack/reserve.rs`).
 fn acquire_stack(size: usize) -> Result<Stack, StackError> {
     with_current_and_p(|shared, p| match p {
         // SAFETY: `with_current_and_p` hands us our own P in RUNNING.
@@ -776,7 +776,7 @@ impl Go {
         let name = self.name;
         let pool = shared.stacks.id();
         // The stack is taken at the first run; promise it now, so that a
-        // goroutine accepted here always gets one (`stack.rs`, "Reservations").
+        // goroutine accepted here always gets one (`stack/mod.rs`, "Reservations").
         let reserve = |p: Option<&crate::sched::processor::Processor>| match p {
             // SAFETY: `try_spawn_with_id` hands us our own P in RUNNING.
             Some(p) => unsafe { p.local().stacks.reserve(&shared.stacks, size) },

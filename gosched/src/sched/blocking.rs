@@ -207,7 +207,7 @@ const SCAVENGE_PERIOD: Duration = Duration::from_millis(250);
 const SCAVENGE_BATCH: usize = 8192;
 
 impl super::Shared {
-    /// Start the stack scavenger (`stack/mod.rs`, "Scavenging") on a thread
+    /// Start the stack scavenger (`stack/scavenge.rs`) on a thread
     /// of the blocking pool: off the spawn and exit paths, it returns the
     /// pages of stacks that stayed free for a while, a step per period,
     /// until no hot list is over its bound; at a quiet step it first empties
@@ -309,7 +309,7 @@ impl super::Shared {
 /// it the kernel freeing pages), so it is not done more often. It does not
 /// trim the top chunk of a thread arena (glibc 2.36): small blocks freed
 /// into an M's arena stay resident until that arena frees a larger block
-/// ("Scavenging" in `stack/mod.rs`). A no-op with other C libraries; with a
+/// (`stack/scavenge.rs`). A no-op with other C libraries; with a
 /// custom Rust global allocator it trims only what went through glibc.
 fn trim_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

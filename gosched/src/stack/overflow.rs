@@ -2,7 +2,7 @@
 //! handler, per-thread signal stacks and the "current goroutine" slot.
 //!
 //! A goroutine that overflows its stack runs into the guard page below it
-//! (see `stack.rs`) and the kernel raises SIGSEGV. Without help that is a bare
+//! (see `stack/mod.rs`) and the kernel raises SIGSEGV. Without help that is a bare
 //! "Segmentation fault"; Go prints `goroutine stack exceeds limit` instead.
 //! Here the handler recognises the guard page and prints
 //!
