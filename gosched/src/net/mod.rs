@@ -228,7 +228,12 @@ use deadline_methods;
 macro_rules! stream_io {
     ($t:ty) => {
         impl std::io::Read for &$t {
+            /// An empty `buf` reads nothing at once (Go's `Read`), whatever
+            /// is waiting.
             fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                if buf.is_empty() {
+                    return Ok(0);
+                }
                 self.s
                     .blocking(super::Dir::Read, |mut s| std::io::Read::read(&mut s, buf))
             }
@@ -237,6 +242,9 @@ macro_rules! stream_io {
                 &mut self,
                 bufs: &mut [std::io::IoSliceMut<'_>],
             ) -> std::io::Result<usize> {
+                if bufs.iter().all(|b| b.is_empty()) {
+                    return Ok(0);
+                }
                 self.s.blocking(super::Dir::Read, |mut s| {
                     std::io::Read::read_vectored(&mut s, bufs)
                 })
@@ -294,6 +302,9 @@ macro_rules! stream_io {
                 cx: &mut std::task::Context<'_>,
                 buf: &mut [u8],
             ) -> std::task::Poll<std::io::Result<usize>> {
+                if buf.is_empty() {
+                    return std::task::Poll::Ready(Ok(0));
+                }
                 self.s.poll_io(super::Dir::Read, cx, |mut io| {
                     std::io::Read::read(&mut io, buf)
                 })
@@ -333,6 +344,9 @@ macro_rules! stream_io {
                 cx: &mut std::task::Context<'_>,
                 buf: &mut tokio::io::ReadBuf<'_>,
             ) -> std::task::Poll<std::io::Result<()>> {
+                if buf.remaining() == 0 {
+                    return std::task::Poll::Ready(Ok(()));
+                }
                 // read(2) straight into the unfilled part, uninitialised as
                 // it may be (hyper hands a fresh `ReadBuf` over its spare
                 // capacity to every poll: zeroing it each time cost up to
@@ -728,7 +742,7 @@ impl<S: mio::event::Source> Socket<S> {
     fn blocking<R>(&self, d: Dir, mut op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
         crate::coro::preempt_point();
         let dir = self.direction(d);
-        let limit = self.timeout(d).map(|t| crate::time::now() + t);
+        let limit = self.timeout(d).map(crate::sched::timers::deadline_after);
         loop {
             let seen = dir.seq();
             self.check_deadline(d)?;

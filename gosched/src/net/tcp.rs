@@ -301,7 +301,10 @@ impl TcpStream {
     }
 
     /// `connect` to one address, giving up after `timeout`
-    /// (`ErrorKind::TimedOut`).
+    /// (`ErrorKind::TimedOut`). A zero timeout has expired already: it fails
+    /// with `TimedOut` before any attempt, as Go's dial with a past deadline
+    /// (std rejects it instead); `Duration::MAX` waits as long as the
+    /// connect takes.
     ///
     /// # Errors
     /// As `connect`, or `TimedOut`.
@@ -317,10 +320,18 @@ impl TcpStream {
     /// assert_eq!(c.peer_addr().unwrap(), addr);
     /// ```
     pub fn connect_timeout(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
-        TcpStream::connect_one(*addr, Some(crate::time::now() + timeout))
+        let deadline = crate::sched::timers::deadline_after(timeout);
+        if timeout.is_zero() {
+            return Err(connect_timed_out(*addr));
+        }
+        TcpStream::connect_one(*addr, Some(deadline))
     }
 
     fn connect_one(addr: SocketAddr, deadline: Option<Instant>) -> io::Result<TcpStream> {
+        if deadline.is_some_and(|d| d <= crate::time::now()) {
+            // Expired already: no attempt (a loopback connect would succeed).
+            return Err(connect_timed_out(addr));
+        }
         let stream = TcpStream::from_mio(mio::net::TcpStream::connect(addr)?)?;
         super::finish_connect(
             &stream.s,
@@ -329,10 +340,7 @@ impl TcpStream {
             deadline,
         )
         .map_err(|e| match e.kind() {
-            io::ErrorKind::TimedOut => io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("gosched net: connect to {addr} timed out"),
-            ),
+            io::ErrorKind::TimedOut => connect_timed_out(addr),
             _ => e,
         })?;
         Ok(stream)
@@ -629,4 +637,12 @@ super::stream_io!(TcpStream);
 super::std_interop! {
     TcpListener: mio::net::TcpListener => std::net::TcpListener,
     TcpStream: mio::net::TcpStream => std::net::TcpStream,
+}
+
+/// The error of a connect whose timeout expired.
+fn connect_timed_out(addr: SocketAddr) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("gosched net: connect to {addr} timed out"),
+    )
 }

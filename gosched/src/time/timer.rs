@@ -416,7 +416,7 @@ impl Inner {
         }
         if let Some(period) = st.period {
             // A ticker stays pending; `deadline` tracks its next tick.
-            st.deadline = Some(clock_now() + period);
+            st.deadline = Some(deadline_after(period));
         } else {
             st.deadline = None;
             st.entry = None;
