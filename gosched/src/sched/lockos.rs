@@ -7,7 +7,10 @@
 //! - *Lock.* During its own poll the goroutine writes its M into its header
 //!   (`Header::lockedm`) and the M records it (`MachineCtx::lockedg`). Both
 //!   are cleared by the unlock that brings its depth to zero, during its own
-//!   poll again, or when it ends (`task::complete` drops the header's M).
+//!   poll again, or when it ends: its coroutine's return (a panic included)
+//!   and its drop (a cancellation, polled on its M) call `unlock_current`
+//!   while it is still the M's running task (`coro`), and `task::complete`
+//!   drops the header's M.
 //! - *Stop* (`stoplockedm`). Whenever the locked goroutine is not running
 //!   (it parked, yielded, or was woken while it ran), its M gives its P away
 //!   (`handoffp`: to an M for the P's queue, timers or the global queue, or
@@ -57,8 +60,7 @@ pub(crate) fn lock_current() {
     debug_assert!(ctx.lockedg.get().is_none_or(|l| l == g));
     // SAFETY: we are the task's running poll (`Header::set_lockedm`).
     unsafe { header.set_lockedm(Some(ctx.m.clone())) };
-    ctx.lockedg.set(Some(g));
-    ctx.m.locked.store(true, Relaxed);
+    ctx.set_lockedg(Some(g));
 }
 
 /// The calling goroutine released its last lock, or is cancelled or ends
@@ -75,13 +77,19 @@ pub(crate) fn unlock_current() {
     if ctx.lockedg.get() != Some(g) {
         return;
     }
-    ctx.lockedg.set(None);
-    ctx.m.locked.store(false, Relaxed);
+    ctx.set_lockedg(None);
     // SAFETY: as in `lock_current`: `running` is our own live poll.
     unsafe { g.as_ref().set_lockedm(None) };
 }
 
 impl MachineCtx {
+    /// Record (or clear) the goroutine locked to this M, and its mirror for
+    /// other threads (`Machine::locked`, stats).
+    fn set_lockedg(&self, g: Option<std::ptr::NonNull<super::task::Header>>) {
+        self.lockedg.set(g);
+        self.m.locked.store(g.is_some(), Relaxed);
+    }
+
     /// Whether this M is locked to a goroutine.
     #[inline]
     pub(super) fn is_locked(&self) -> bool {
@@ -100,7 +108,7 @@ impl MachineCtx {
                 // handed back before we gave ours away.)
                 self.hand_off_own_p();
                 self.p.set(Some(pi));
-                self.proc_of(pi).set_owner(&self.m);
+                self.proc(pi).set_owner(&self.m);
                 let t = self.m.take_lockedg();
                 debug_assert!(
                     t.is_some(),
@@ -130,7 +138,7 @@ impl MachineCtx {
         self.stop_spinning();
         m.put_lockedg(task);
         // Stays RUNNING: handed over, as `startm` hands a P.
-        self.proc_of(pi).set_owner(m);
+        self.proc(pi).set_owner(m);
         m.start(pi, false);
     }
 
@@ -142,9 +150,5 @@ impl MachineCtx {
             self.shared.procs[pi].status.store(status::RETAKEN);
             self.shared.handoffp(pi);
         }
-    }
-
-    fn proc_of(&self, pi: usize) -> &super::processor::Processor {
-        &self.shared.procs[pi]
     }
 }

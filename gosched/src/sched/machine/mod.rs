@@ -372,7 +372,7 @@ fn mstart(shared: Arc<Shared>, m: Arc<Machine>, p: usize, spinning: bool) {
 }
 
 impl MachineCtx {
-    fn proc(&self, p: usize) -> &Processor {
+    pub(super) fn proc(&self, p: usize) -> &Processor {
         &self.shared.procs[p]
     }
 
@@ -457,15 +457,8 @@ impl MachineCtx {
             // of the goroutine that ran before it (`vthread`).
             crate::vthread::to_host();
         }
-        let raw = task.raw();
         let ran = task.run_detailed();
         self.running.set(None);
-        if matches!(ran, Ran::Finished) && self.lockedg.get() == Some(raw) {
-            // It ended holding `lock_os_thread` without unlocking on its way
-            // out: the M is free again (`lockos.rs`).
-            self.lockedg.set(None);
-            self.m.locked.store(false, Relaxed);
-        }
         self.in_poll.set(false);
         // A preemption request ends with the poll it was meant for (a
         // flag left on an M that goes idle would keep every runtime call
